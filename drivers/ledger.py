@@ -286,12 +286,14 @@ class Ledger:
 
     def active_local_usage(self) -> list[AllocationUsage]:
         rows = self._query(
-            "SELECT driver, cpu, ram, expires FROM allocations "
+            "SELECT driver, cpu, ram, expires, status, owner_pid, owner_start FROM allocations "
             "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING') AND is_remote = 0"
         )
         return [
             AllocationUsage(driver=d, cpu=c, ram_gib=r, expires=unstamp(e) if e else None)
-            for d, c, r, e in rows
+            for d, c, r, e, status, pid, started in rows
+            # An allocation whose shoal died mid-way holds nothing, even before cleanup.
+            if status != ALLOCATING or (pid is not None and procinfo.is_alive(pid, started))
         ]
 
     # -- writes --------------------------------------------------------------------------

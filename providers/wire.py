@@ -83,13 +83,10 @@ def _is_empty(value: Any) -> bool:
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with a `Z`, as the spec's `2026-03-07T03:29:00Z`."""
+    """RFC 3339 in UTC, whole seconds, with a `Z`, as the spec's `2026-03-07T03:29:00Z`."""
     from datetime import UTC
 
-    text = value.astimezone(UTC).isoformat()
-    if text.endswith("+00:00"):
-        text = text[:-6] + "Z"
-    return text.replace(".000000", "")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def to_wire(obj: Any) -> Any:
