@@ -13,8 +13,8 @@ from cli.commands import alloc as alloc_cmds
 from cli.commands import catalog as catalog_cmds
 from cli.exit_codes import ExitCode, exit_code_for
 from cli.state import state
+from providers.env import ENV_CONFIG, ENV_HOME
 from providers.errors import ShoalError
-from providers.settings import ENV_CONFIG, ENV_HOME
 
 EPILOG = (
     "Exit codes: 0 ok, 1 error, 2 usage, 69 provider unreachable, 75 retry later "

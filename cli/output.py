@@ -19,6 +19,12 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def emit_json_rows(rows: list[str]) -> None:
+    """A JSON array of pre-encoded objects, one per line (long lists stay fast and greppable)."""
+    sys.stdout.write("[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n")
+    sys.stdout.flush()
+
+
 def message(text: str) -> None:
     """A progress or info line for people: stderr, never stdout."""
     sys.stderr.write(f"{text}\n")

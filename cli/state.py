@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import typer
 
-from providers.settings import Settings
+if TYPE_CHECKING:
+    from providers.settings import Settings
 
 
 @dataclass
@@ -15,6 +17,8 @@ class State:
     env_overrides: dict[str, str] = field(default_factory=dict)
 
     def settings(self) -> Settings:
+        from providers.settings import Settings
+
         return Settings.from_env({**os.environ, **self.env_overrides})
 
 

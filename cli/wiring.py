@@ -9,6 +9,7 @@ from providers.settings import Settings
 if TYPE_CHECKING:
     from drivers.service import Drivers
     from providers.catalog import Catalog
+    from providers.usage import AllocationUsage
 
 
 def settings() -> Settings:
@@ -19,11 +20,28 @@ def catalog(provider: str, settings_: Settings) -> Catalog:
     from providers.catalog import new_catalog
 
     if provider == "local":
-        # The local provider's allocated figures are what local drivers hold in the ledger.
+        settings_.allocations = _LedgerUsage(settings_)
+    return new_catalog(provider, settings_)
+
+
+class _LedgerUsage:
+    """The local provider's allocated figures: what local drivers hold in the ledger.
+
+    The ledger (and SQLite) is imported only when a command asks for usage, so `regions`
+    and `types` do not pay for it.
+    """
+
+    def __init__(self, settings_: Settings) -> None:
+        self._settings = settings_
+
+    def active_local_usage(self) -> list[AllocationUsage]:
         from drivers.ledger import Ledger
 
-        settings_.allocations = Ledger(settings_.paths.ledger_file, create=False)
-    return new_catalog(provider, settings_)
+        ledger = Ledger(self._settings.paths.ledger_file, create=False)
+        try:
+            return ledger.active_local_usage()
+        finally:
+            ledger.close()
 
 
 def drivers(settings_: Settings) -> Drivers:

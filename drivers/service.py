@@ -113,7 +113,7 @@ def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
         "fits": None if count >= UNLIMITED else count,
         "unlimited": count >= UNLIMITED,
         "node_usage": {"cpu": usage.cpu, "ram": usage.ram},
-        "definition": to_wire(definition),
+        "definition": _public_definition(to_wire(definition)),
     }
 
 
@@ -203,6 +203,12 @@ def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
 def list_allocations(ctx: Drivers, *, include_ended: bool) -> list[dict[str, Any]]:
     recover(ctx)
     return ctx.ledger.summaries(include_ended=include_ended)
+
+
+def list_allocations_json(ctx: Drivers, *, include_ended: bool) -> list[str]:
+    """Like list_allocations, each row as JSON text (fast for large ledgers)."""
+    recover(ctx)
+    return ctx.ledger.summaries_json(include_ended=include_ended)
 
 
 def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:

@@ -14,30 +14,9 @@ from typing import Any
 
 from providers.errors import UsageError
 from providers.models import Selector
+from providers.selector_keys import HELP, KNOWN_KEYS, NUMERIC_KEYS, STRING_KEYS
 
-NUMERIC_KEYS: dict[str, str] = {
-    "vcpus": "virtual CPUs",
-    "memory_gib": "memory in GiB",
-    "gpu_count": "GPUs per instance",
-    "gpu_memory_gib": "memory per GPU in GiB",
-    "price": "on-demand price per hour",
-    "spot_price": "spot price per hour",
-}
-STRING_KEYS: dict[str, str] = {
-    "name": "instance type name (alias: instance_type)",
-    "instance_type": "instance type name",
-    "gpu": "GPU model, e.g. H100",
-    "arch": "CPU architecture: x86_64 or arm64",
-    "region": "region name",
-    "provider": "provider name",
-}
-KNOWN_KEYS = {**NUMERIC_KEYS, **STRING_KEYS}
-
-HELP = (
-    "Filter with KEY OP VALUE: = != > >= < <=, 'KEY in (a,b)', 'KEY notin (a,b)', "
-    "KEY (exists), !KEY (absent). Keys: " + ", ".join(sorted(KNOWN_KEYS)) + ". "
-    "Comma-separate or repeat; e.g. --select 'vcpus>=16,gpu in (H100,A100)'."
-)
+__all__ = ["HELP", "KNOWN_KEYS", "NUMERIC_KEYS", "STRING_KEYS", "matches", "parse"]
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_.]*"
 _SET = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s*\((.*)\)\s*$")

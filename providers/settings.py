@@ -12,14 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from providers.env import ENV_CONFIG, ENV_DRIVER, ENV_HOME, ENV_NO_COLOR, ENV_PROVIDER
 from providers.errors import ConfigError
 from providers.usage import AllocationSource
 
-ENV_HOME = "SHOAL_HOME"
-ENV_CONFIG = "SHOAL_CONFIG"
-ENV_PROVIDER = "SHOAL_PROVIDER"
-ENV_DRIVER = "SHOAL_DRIVER"
-ENV_NO_COLOR = "NO_COLOR"
+__all__ = [
+    "ENV_CONFIG",
+    "ENV_DRIVER",
+    "ENV_HOME",
+    "ENV_NO_COLOR",
+    "ENV_PROVIDER",
+    "Paths",
+    "Settings",
+]
 
 APP_NAME = "shoal"
 

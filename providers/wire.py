@@ -51,6 +51,7 @@ class _FieldInfo:
     omitempty: bool
     hint: Any
     required: bool
+    nullable: bool  # a Go pointer: omitempty drops only nil, never a zero value
 
 
 @functools.cache
@@ -66,9 +67,15 @@ def _fields(cls: type) -> tuple[_FieldInfo, ...]:
                 omitempty=bool(f.metadata.get("omitempty")),
                 hint=hints[f.name],
                 required=required,
+                nullable=_is_optional(hints[f.name]),
             )
         )
     return tuple(out)
+
+
+def _is_optional(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
 def _is_empty(value: Any) -> bool:
@@ -95,7 +102,7 @@ def to_wire(obj: Any) -> Any:
         out: dict[str, Any] = {}
         for info in _fields(type(obj)):
             value = getattr(obj, info.name)
-            if info.omitempty and _is_empty(value):
+            if info.omitempty and (value is None if info.nullable else _is_empty(value)):
                 continue
             out[info.wire] = to_wire(value)
         return out

@@ -11,8 +11,8 @@ import typer
 from cli import output
 from cli.commands.catalog import JsonOpt
 from cli.state import state
+from providers.env import ENV_DRIVER
 from providers.errors import UsageError
-from providers.settings import ENV_DRIVER
 
 if TYPE_CHECKING:
     from drivers.service import Drivers
@@ -203,6 +203,9 @@ def status(
 
     svc = _drivers(ctx)
     try:
+        if alloc_id is None and as_json:
+            output.emit_json_rows(service.list_allocations_json(svc, include_ended=include_ended))
+            return
         if alloc_id is None:
             rows = service.list_allocations(svc, include_ended=include_ended)
         else:

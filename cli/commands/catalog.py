@@ -8,8 +8,8 @@ import typer
 
 from cli import output
 from cli.state import state
-from providers.selectors import HELP as SELECT_HELP
-from providers.settings import ENV_PROVIDER
+from providers.env import ENV_PROVIDER
+from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
     from providers.catalog import Catalog

@@ -206,9 +206,9 @@ class LocalCatalog:
         self._check_region(opts.region)
         if not self._selected(opts):
             return []
-        now = utcnow()
-        live = [u for u in self._usages() if u.expires is None or u.expires > now]
-        return [self._resource_at(live)]
+        # Every allocation the ledger holds counts, even an overdue one: it holds the host
+        # until it is freed, and the drivers' capacity check counts it too.
+        return [self._resource_at(self._usages())]
 
     @staticmethod
     def _window(opts: ResourceListOptions) -> tuple[datetime, datetime]:
@@ -227,13 +227,15 @@ class LocalCatalog:
         if not self._selected(opts):
             return {}
         usages = self._usages()
+        now = utcnow()
+        # An allocation frees the host at its expiry; an overdue one (expiry already past)
+        # is still held until it is freed, which has no known time: it counts throughout.
+        releases = [u.expires for u in usages if u.expires is not None and u.expires > now]
         points = {start, end}
-        points.update(
-            u.expires for u in usages if u.expires is not None and start < u.expires < end
-        )
+        points.update(at for at in releases if start < at < end)
         out: dict[str, Resource] = {}
         for at in sorted(points):
-            live = [u for u in usages if u.expires is None or u.expires > at]
+            live = [u for u in usages if u.expires is None or u.expires <= now or u.expires > at]
             out[format_time(at)] = self._resource_at(live)
         return out
 

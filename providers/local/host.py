@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-import shutil
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -111,6 +108,9 @@ def parse_nvidia_smi(output: str) -> list[Gpu]:
 
 
 def detect_gpus() -> list[Gpu]:
+    import shutil
+    import subprocess
+
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return []
@@ -157,9 +157,10 @@ def detect(cache_file: Path | None = None) -> HostShape:
                 tmp.replace(cache_file)
             except OSError:
                 pass  # a cache we cannot write only costs speed
-    machine = platform.machine().lower()
+    uname = os.uname()
+    machine = uname.machine.lower()
     return HostShape(
-        hostname=platform.node() or "localhost",
+        hostname=uname.nodename or "localhost",
         vcpus=usable_vcpus(),
         memory_gib=memory_gib(),
         arch=_ARCH_ALIASES.get(machine, machine),

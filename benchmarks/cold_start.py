@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Cold start of `shoal` beside the framework floor.
+
+Prints the median wall time of `shoal --help`, `regions --json`, `resources --json` and
+`status --json`, of a minimal Typer app of the same Typer version (the floor: its `--help`,
+and a command with one option), and of `python -c pass`; then shoal's overhead over the floor.
+Target: at most 30 ms over the floor. Run from a regular `pip install .` (not editable).
+
+    python benchmarks/cold_start.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import check_installed, median_ms, shoal_command
+
+TARGET_MS = 30.0
+FLOOR_APP = """
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def hello(name: str = "world", as_json: bool = typer.Option(False, "--json")) -> None:
+    print(name)
+
+
+@app.command()
+def other() -> None:
+    pass
+
+
+if __name__ == "__main__":
+    app()
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    check_installed()
+    import typer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        floor = Path(tmp) / "floor.py"
+        floor.write_text(FLOOR_APP)
+        env = {**os.environ, "SHOAL_HOME": str(home)}
+        shoal = shoal_command()
+        py = sys.executable
+        figures = {
+            "python -c pass": median_ms([py, "-c", "pass"], env, args.runs),
+            "floor --help": median_ms([py, str(floor), "--help"], env, args.runs),
+            "floor hello --json": median_ms([py, str(floor), "hello", "--json"], env, args.runs),
+        }
+        cases = {
+            "shoal --help": (["--help"], "floor --help"),
+            "shoal regions --json": (["regions", "--json"], "floor hello --json"),
+            "shoal resources --json": (["resources", "--json"], "floor hello --json"),
+            "shoal status --json": (["status", "--json"], "floor hello --json"),
+        }
+        for name, (argv, _) in cases.items():
+            figures[name] = median_ms([*shoal, *argv], env, args.runs)
+
+    print(f"typer {typer.__version__}, python {sys.version.split()[0]}, {args.runs} runs, median")
+    print(f"{'command':28s} {'ms':>8s} {'floor ms':>9s} {'over':>8s} {'ratio':>6s}")
+    for name in ("python -c pass", "floor --help", "floor hello --json"):
+        print(f"{name:28s} {figures[name]:8.1f}")
+    worst = 0.0
+    for name, (_, floor_name) in cases.items():
+        over = figures[name] - figures[floor_name]
+        worst = max(worst, over)
+        ratio = figures[name] / figures[floor_name]
+        print(
+            f"{name:28s} {figures[name]:8.1f} {figures[floor_name]:9.1f} {over:+8.1f} {ratio:6.2f}x"
+        )
+    verdict = "meets" if worst <= TARGET_MS else "MISSES"
+    print(
+        f"worst overhead over the floor: {worst:+.1f} ms ({verdict} the {TARGET_MS:.0f} ms target)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Subcommands: each parses its flags, calls providers/drivers, and renders."""

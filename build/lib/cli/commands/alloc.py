@@ -1,0 +1,302 @@
+"""`alloc`, `status`, `free`, `task`, `drivers`: resources through the driver list."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli import output
+from cli.commands.catalog import JsonOpt
+from cli.state import state
+from providers.env import ENV_DRIVER
+from providers.errors import UsageError
+
+if TYPE_CHECKING:
+    from drivers.service import Drivers
+    from drivers.types import LabelDefinition
+
+
+def _drivers(ctx: typer.Context) -> Drivers:
+    from cli import wiring
+
+    return wiring.drivers(state(ctx).settings())
+
+
+def _flush_warnings(service: Drivers) -> None:
+    for text in service.warnings:
+        output.warn(text)
+
+
+def _pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for raw in values or []:
+        key, sep, value = raw.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
+        if parse_json:
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                out[key] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _read_definition(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read(), path
+    except FileNotFoundError:
+        raise UsageError(
+            f"DEFINITION {path!r}: no such file; give a JSON/YAML file or - for stdin"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"DEFINITION {path!r}: cannot read: {exc}") from None
+
+
+def _definition(
+    path: str | None,
+    driver: str | None,
+    cpu: int | None,
+    ram: int | None,
+    lifetime: str | None,
+    options: dict[str, Any],
+    multitenancy: bool | None,
+    cpu_overbook: bool | None,
+    ram_overbook: bool | None,
+) -> LabelDefinition:
+    from drivers import definition as defs
+
+    if path is not None:
+        text, source = _read_definition(path)
+        data = defs.parse_document(text, source)
+        if not isinstance(data, dict):
+            raise UsageError(f"{source}: a definition is an object with driver, resources, options")
+    else:
+        data, source = {}, "definition"
+    resources = data.setdefault("resources", {})
+    if not isinstance(resources, dict):
+        raise UsageError(f"{source}: resources must be an object")
+    flags = {
+        "cpu": cpu,
+        "ram": ram,
+        "lifetime": lifetime,
+        "multitenancy": multitenancy,
+        "cpu_overbook": cpu_overbook,
+        "ram_overbook": ram_overbook,
+    }
+    resources.update({k: v for k, v in flags.items() if v is not None})
+    if driver:
+        data["driver"] = driver
+    if options:
+        merged = data.setdefault("options", {})
+        if not isinstance(merged, dict):
+            raise UsageError(f"{source}: options must be an object")
+        merged.update(options)
+    return defs.build(data, source)
+
+
+def alloc(
+    ctx: typer.Context,
+    definition: Annotated[
+        str | None,
+        typer.Argument(help="Definition file (JSON or YAML), or - for stdin. Flags override it."),
+    ] = None,
+    driver: Annotated[
+        str | None,
+        typer.Option(
+            "--driver",
+            "-d",
+            envvar=ENV_DRIVER,
+            help="Driver or driver/instance (see `shoal drivers`).",
+        ),
+    ] = None,
+    cpu: Annotated[int | None, typer.Option("--cpu", help="vCPUs to allocate (>= 1).")] = None,
+    ram: Annotated[
+        int | None, typer.Option("--ram", help="Memory to allocate in GiB (>= 1).")
+    ] = None,
+    lifetime: Annotated[
+        str | None, typer.Option("--lifetime", help="How long it may live, e.g. 30m or 2h.")
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--option", "-o", help="Driver option KEY=VALUE (VALUE as JSON when it parses)."
+        ),
+    ] = None,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option("--meta", "-m", help="Metadata KEY=VALUE (process: env vars)."),
+    ] = None,
+    multitenancy: Annotated[
+        bool | None,
+        typer.Option("--multitenancy/--no-multitenancy", help="Tolerate other tenants."),
+    ] = None,
+    cpu_overbook: Annotated[
+        bool | None,
+        typer.Option("--cpu-overbook/--no-cpu-overbook", help="Tolerate CPU overbooking."),
+    ] = None,
+    ram_overbook: Annotated[
+        bool | None,
+        typer.Option("--ram-overbook/--no-ram-overbook", help="Tolerate RAM overbooking."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print how many such definitions fit; allocate nothing."),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Allocate a resource from a definition; exits 75 when there is no capacity."""
+    from drivers import service
+
+    parsed = _definition(
+        definition,
+        driver,
+        cpu,
+        ram,
+        lifetime,
+        _pairs(option, "--option", True),
+        multitenancy,
+        cpu_overbook,
+        ram_overbook,
+    )
+    metadata = _pairs(meta, "--meta", False)
+    svc = _drivers(ctx)
+    try:
+        if dry_run:
+            result = service.dry_run(svc, parsed)
+            if as_json:
+                output.emit_json(result)
+            else:
+                fits = "unlimited" if result["unlimited"] else str(result["fits"])
+                sys.stdout.write(f"{fits}\n")
+                output.message(f"{result['driver']}: {fits} such definitions fit now")
+            return
+        result = service.allocate(svc, parsed, metadata)
+    finally:
+        _flush_warnings(svc)
+    if as_json:
+        output.emit_json(result)
+        return
+    sys.stdout.write(f"{result['id']}\n")
+    output.message(f"allocated {result['id']} on {result['driver']}")
+
+
+def status(
+    ctx: typer.Context,
+    alloc_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Allocation id; none lists all.")
+    ] = None,
+    include_ended: Annotated[
+        bool, typer.Option("--all", help="Also list freed and failed ones.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one allocation, reconciled with its driver, or list allocations."""
+    from drivers import service
+
+    svc = _drivers(ctx)
+    try:
+        if alloc_id is None:
+            rows = service.list_allocations(svc, include_ended=include_ended)
+        else:
+            one = service.status(svc, alloc_id)
+    finally:
+        _flush_warnings(svc)
+    if alloc_id is None:
+        if as_json:
+            output.emit_json(rows)
+        else:
+            output.table(
+                "allocations",
+                ["ID", "Driver", "Status", "CPU", "RAM GiB", "Created", "Expires", "Note"],
+                [
+                    [
+                        r["id"],
+                        r["driver"],
+                        r["status"],
+                        r["cpu"],
+                        r["ram"],
+                        r["created"],
+                        r["expires"],
+                        r["note"],
+                    ]
+                    for r in rows
+                ],
+            )
+        return
+    if as_json:
+        output.emit_json(one)
+        return
+    fields = ["id", "driver", "status", "driver_status", "cpu", "ram", "created", "expires", "note"]
+    output.table(None, ["Field", "Value"], [[f, one.get(f)] for f in fields])
+    if one["drift"]:
+        output.warn(f"drift: {one['drift']}")
+
+
+def free(
+    ctx: typer.Context,
+    alloc_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Allocation id to free.")
+    ] = None,
+    expired: Annotated[
+        bool, typer.Option("--expired", help="Free every allocation past its lifetime.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Deallocate a resource and record it; freeing twice is harmless."""
+    from drivers import service
+
+    if (alloc_id is None) == (not expired):
+        raise UsageError("give an allocation ID or --expired (not both)")
+    svc = _drivers(ctx)
+    try:
+        results = service.free_expired(svc) if expired else [service.free(svc, str(alloc_id))]
+    finally:
+        _flush_warnings(svc)
+    if as_json:
+        output.emit_json(results if expired else results[0])
+    else:
+        for r in results:
+            output.message(r["message"])
+    if any(r["status"] == "ERROR" for r in results):
+        raise typer.Exit(1)
+
+
+def task(
+    ctx: typer.Context,
+    alloc_id: Annotated[str, typer.Argument(metavar="ID", help="Allocation id.")],
+    name: Annotated[str, typer.Argument(help="Task name, e.g. snapshot (test driver).")],
+    options: Annotated[str, typer.Option("--options", help="Task options as a JSON object.")] = "",
+    as_json: JsonOpt = True,
+) -> None:
+    """Run a driver task on an allocation and print its JSON result."""
+    from drivers import service
+
+    svc = _drivers(ctx)
+    try:
+        result = service.run_task(svc, alloc_id, name, options)
+    finally:
+        _flush_warnings(svc)
+    output.emit_json(result)
+
+
+def drivers(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the driver instances (name/instance) from the config and built-ins."""
+    from drivers.registry import driver_list
+
+    listed = driver_list(state(ctx).settings())
+    if as_json:
+        output.emit_json([{"name": name, "config": cfg} for name, cfg in listed.items()])
+        return
+    output.table(
+        "drivers",
+        ["Driver", "Config"],
+        [[n, json.dumps(c) if c else None] for n, c in listed.items()],
+    )

@@ -1,0 +1,249 @@
+"""`regions`, `types`, `resources`, `pricing`: the provider catalog."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli import output
+from cli.state import state
+from providers.env import ENV_PROVIDER
+from providers.selector_keys import HELP as SELECT_HELP
+
+if TYPE_CHECKING:
+    from providers.catalog import Catalog
+    from providers.models import RegionSpec, ResourceListOptions
+
+ProviderOpt = Annotated[
+    str,
+    typer.Option("--provider", "-p", envvar=ENV_PROVIDER, help="Catalog provider to ask."),
+]
+RegionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--region", "-r", help="Region name (repeatable); 'all' or none for every region."
+    ),
+]
+SelectOpt = Annotated[list[str] | None, typer.Option("--select", "-s", help=SELECT_HELP)]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print JSON (the spec's shapes) instead of a table.")
+]
+StartOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--start", help="Window start, RFC 3339 (e.g. 2026-03-07T03:29:00Z): predictions."
+    ),
+]
+EndOpt = Annotated[
+    str | None, typer.Option("--end", help="Window end, RFC 3339; defaults to --start.")
+]
+
+
+def _catalog(ctx: typer.Context, provider: str) -> Catalog:
+    from cli import wiring
+
+    return wiring.catalog(provider, state(ctx).settings())
+
+
+def _regions(catalog: Catalog, names: list[str] | None) -> list[RegionSpec | None]:
+    from providers.models import RegionSpec
+
+    if not names or "all" in names:
+        return [None]
+    return [RegionSpec(name=n) for n in names]
+
+
+def _options(
+    region: RegionSpec | None, select: list[str] | None, start: str | None, end: str | None
+) -> ResourceListOptions:
+    from providers import selectors
+    from providers.models import ListResourceFilter, RegionSpec, ResourceListOptions
+    from providers.timeutil import parse_time
+
+    selected = selectors.parse(select or [])
+    return ResourceListOptions(
+        region=region or RegionSpec(),
+        start_time=parse_time(start, "--start") if start else None,
+        end_time=parse_time(end, "--end") if end else None,
+        filter=ListResourceFilter(resource_selectors=selected) if selected else None,
+    )
+
+
+def regions(ctx: typer.Context, provider: ProviderOpt = "local", as_json: JsonOpt = False) -> None:
+    """List the provider's regions."""
+    from providers.wire import to_wire
+
+    found = _catalog(ctx, provider).list_regions()
+    if as_json:
+        output.emit_json(to_wire(found))
+        return
+    output.table(
+        f"{provider} regions",
+        ["Region", "Location", "Zones"],
+        [[r.name, r.location or None, ", ".join(r.zones) or None] for r in found],
+    )
+
+
+def types(
+    ctx: typer.Context,
+    provider: ProviderOpt = "local",
+    region: RegionOpt = None,
+    select: SelectOpt = None,
+    sort: Annotated[
+        str | None,
+        typer.Option("--sort", help="Sort by a selector key; prefix '-' for descending."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Show at most N rows.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List instance types (vCPUs, memory, GPUs) of the provider."""
+    from providers import selectors
+    from providers.models import selector_record
+    from providers.wire import to_wire
+
+    catalog = _catalog(ctx, provider)
+    chosen = selectors.parse(select or [])
+    found = []
+    for r in _regions(catalog, region):
+        for spec in catalog.list_instance_types(r):
+            record = selector_record(spec, provider=provider)
+            if selectors.matches(chosen, record):
+                found.append((record, spec))
+    if sort:
+        key = sort.lstrip("-")
+        if key not in selectors.KNOWN_KEYS:
+            from providers.errors import UsageError
+
+            raise UsageError(
+                f"--sort {sort!r}: unknown key; known: {', '.join(sorted(selectors.KNOWN_KEYS))}"
+            )
+        found.sort(key=lambda pair: _sort_key(pair[0].get(key)), reverse=sort.startswith("-"))
+    specs = [spec for _, spec in found][:limit]
+    if as_json:
+        output.emit_json(to_wire(specs))
+        return
+    output.table(
+        f"{provider} instance types",
+        ["Type", "Region", "vCPUs", "Memory GiB", "Arch", "GPU", "GPUs", "GPU GiB"],
+        [
+            [
+                s.name,
+                s.region or None,
+                s.vcpus,
+                s.memory_gib,
+                s.arch,
+                s.gpu or None,
+                s.gpu_count,
+                s.gpu_memory_gib or None,
+            ]
+            for s in specs
+        ],
+    )
+
+
+def _region_name(res: Any) -> str:
+    return str(res.region.name) if res.region else ""
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    if value is None:
+        return (2, 0)
+    if isinstance(value, (int, float)):
+        return (0, value)
+    return (1, str(value).lower())
+
+
+def resources(
+    ctx: typer.Context,
+    provider: ProviderOpt = "local",
+    region: RegionOpt = None,
+    select: SelectOpt = None,
+    start: StartOpt = None,
+    end: EndOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show supply, allocated and allocatable resources; with --start/--end, over a window."""
+    from providers.wire import to_wire
+
+    catalog = _catalog(ctx, provider)
+    windowed = start is not None or end is not None
+    if end is not None and start is None:
+        from providers.errors import UsageError
+
+        raise UsageError("--end needs --start; give the window's start too")
+    results: Any = {} if windowed else []
+    for r in _regions(catalog, region):
+        opts = _options(r, select, start, end)
+        if windowed:
+            for at, res in catalog.list_resource_predictions(opts).items():
+                results.setdefault(at, res)  # one region per provider so far: local
+        else:
+            results.extend(catalog.list_resources(opts))
+    if as_json:
+        output.emit_json(to_wire(results))
+        return
+    from cli.render import resource_rows
+
+    columns = ["At", "Region", "Level", "Class", "Resource", "Supply", "Allocated", "Allocatable"]
+    if windowed:
+        rows = [
+            [at, _region_name(res), *row]
+            for at, res in results.items()
+            for row in resource_rows(res)
+        ]
+    else:
+        rows = [[_region_name(res), *row] for res in results for row in resource_rows(res)]
+        columns = columns[1:]
+    output.table(f"{provider} resources", columns, rows)
+
+
+def pricing(
+    ctx: typer.Context,
+    provider: ProviderOpt = "local",
+    region: RegionOpt = None,
+    select: SelectOpt = None,
+    start: StartOpt = None,
+    end: EndOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show hourly prices per instance type: on-demand, spot and scheduled (USD)."""
+    from providers.wire import to_wire
+
+    catalog = _catalog(ctx, provider)
+    windowed = start is not None or end is not None
+    if end is not None and start is None:
+        from providers.errors import UsageError
+
+        raise UsageError("--end needs --start; give the window's start too")
+    results: Any = {} if windowed else []
+    for r in _regions(catalog, region):
+        opts = _options(r, select, start, end)
+        if windowed:
+            results.update(catalog.list_pricing_predictions(opts))
+        else:
+            results.extend(catalog.list_pricing(opts))
+    if as_json:
+        output.emit_json(to_wire(results))
+        return
+    entries = list(results.items()) if windowed else [(None, p) for p in results]
+    rows = [
+        [
+            *([at] if windowed else []),
+            p.region.name,
+            name,
+            item.on_demand_price,
+            item.spot_price,
+            item.scheduled_price,
+        ]
+        for at, p in entries
+        for name, item in sorted(p.items.items())
+    ]
+    columns = ["Region", "Type", "On-demand $/h", "Spot $/h", "Scheduled $/h"]
+    output.table(f"{provider} pricing", ["At", *columns] if windowed else columns, rows)
+    if any(all(v is None for v in row[-3:]) for row in rows):
+        output.message(
+            "— = no price known; for the local provider, set [local.pricing] in the config file"
+        )

@@ -1,0 +1,56 @@
+"""Rendering: JSON or Rich tables on stdout, messages on stderr.
+
+JSON is plain `json.dumps` (no markup, stable key order from the models). Rich is imported
+only when a table is drawn; it honours NO_COLOR and drops styling when stdout is not a TTY.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def message(text: str) -> None:
+    """A progress or info line for people: stderr, never stdout."""
+    sys.stderr.write(f"{text}\n")
+
+
+def warn(text: str) -> None:
+    sys.stderr.write(f"shoal: warning: {text}\n")
+
+
+def error(text: str) -> None:
+    sys.stderr.write(f"shoal: error: {text}\n")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    # Piped tables are read by grep and less, not a narrow terminal: do not truncate them.
+    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 250
+    console = Console(highlight=False, soft_wrap=False, width=wide)
+    out = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
+    for i, name in enumerate(columns):
+        cells = [r[i] for r in rows if r[i] is not None]
+        numeric = bool(cells) and all(isinstance(c, (int, float)) for c in cells)
+        out.add_column(name, justify="right" if numeric else "left", no_wrap=i == 0)
+    for row in rows:
+        out.add_row(*("—" if v is None else _cell(v) for v in row))
+    console.print(out, markup=False)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}" if value.is_integer() else f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,51 @@
+"""Composition root: settings from flags and environment, the ledger wired into providers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from providers.settings import Settings
+
+if TYPE_CHECKING:
+    from drivers.service import Drivers
+    from providers.catalog import Catalog
+    from providers.usage import AllocationUsage
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def catalog(provider: str, settings_: Settings) -> Catalog:
+    from providers.catalog import new_catalog
+
+    if provider == "local":
+        settings_.allocations = _LedgerUsage(settings_)
+    return new_catalog(provider, settings_)
+
+
+class _LedgerUsage:
+    """The local provider's allocated figures: what local drivers hold in the ledger.
+
+    The ledger (and SQLite) is imported only when a command asks for usage, so `regions`
+    and `types` do not pay for it.
+    """
+
+    def __init__(self, settings_: Settings) -> None:
+        self._settings = settings_
+
+    def active_local_usage(self) -> list[AllocationUsage]:
+        from drivers.ledger import Ledger
+
+        ledger = Ledger(self._settings.paths.ledger_file, create=False)
+        try:
+            return ledger.active_local_usage()
+        finally:
+            ledger.close()
+
+
+def drivers(settings_: Settings) -> Drivers:
+    from drivers.service import Drivers
+
+    settings_.paths.ensure_dir(settings_.paths.state_dir)
+    return Drivers.from_settings(settings_)

@@ -1,0 +1,1 @@
+"""Resource drivers: allocate, inspect and free resources, behind one registry."""

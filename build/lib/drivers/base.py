@@ -1,0 +1,54 @@
+"""The spec's ResourceDriver and ResourceDriverTask interfaces."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from drivers.types import ApplicationTask, LabelDefinition, Resource, Resources
+
+UNLIMITED = 2**63 - 1  # the spec's math.MaxInt64: capacity with no limits configured
+CAPACITY_ERROR = -1
+
+
+class ResourceDriverTask(Protocol):
+    def name(self) -> str: ...
+
+    def clone(self) -> ResourceDriverTask: ...
+
+    def set_info(self, task: ApplicationTask, res: Resource) -> None: ...
+
+    def execute(self) -> bytes:
+        """Run the task; the result is JSON."""
+        ...
+
+
+class ResourceDriver(Protocol):
+    def name(self) -> str:
+        """`name/instance`, as in the driver list (`test/dev`)."""
+        ...
+
+    def is_remote(self) -> bool:
+        """Remote drivers do not count against this node's CPU and RAM."""
+        ...
+
+    def prepare(self, config: bytes) -> None:
+        """Apply the instance's JSON config; raise ConfigError when it is wrong."""
+        ...
+
+    def validate_definition(self, definition: LabelDefinition) -> None:
+        """Raise UsageError naming the field or option the driver cannot take."""
+        ...
+
+    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        """How many such definitions fit now; -1 when the driver failed to tell."""
+        ...
+
+    def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource: ...
+
+    def status(self, res: Resource) -> str:
+        """STATUS_ALLOCATED or STATUS_NONE."""
+        ...
+
+    def get_task(self, task: str, options: str) -> ResourceDriverTask | None: ...
+
+    def deallocate(self, res: Resource) -> None: ...

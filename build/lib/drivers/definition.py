@@ -1,0 +1,76 @@
+"""Definitions from JSON or YAML text (with line and column on errors) or from flags."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from drivers.types import LabelDefinition
+from providers.errors import UsageError
+from providers.timeutil import parse_duration, utcnow
+from providers.wire import from_wire
+
+
+def parse_document(text: str, source: str) -> Any:
+    """JSON when it looks like JSON (better messages), else YAML; errors carry line:column."""
+    stripped = text.lstrip()
+    if not stripped:
+        raise UsageError(f"{source}: the definition is empty; give a JSON or YAML object")
+    if stripped[0] in "{[" or source.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"
+            ) from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise UsageError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: invalid YAML: {exc}") from None
+
+
+def build(data: Any, source: str) -> LabelDefinition:
+    """Validate a decoded document into a LabelDefinition; errors name the field."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: a definition is an object with driver, resources, options")
+    try:
+        definition = from_wire(LabelDefinition, data)
+    except UsageError as exc:
+        raise UsageError(f"{source}: {exc}") from None
+    check(definition, source)
+    return definition
+
+
+def check(definition: LabelDefinition, source: str) -> None:
+    res = definition.resources
+    if not definition.driver:
+        raise UsageError(f'{source}: driver is required, e.g. "driver": "process" or --driver')
+    if res.cpu < 1:
+        raise UsageError(f"{source}: resources.cpu must be at least 1, got {res.cpu}")
+    if res.ram < 1:
+        raise UsageError(f"{source}: resources.ram must be at least 1 (GiB), got {res.ram}")
+    if res.slots < 0:
+        raise UsageError(f"{source}: resources.slots must not be negative, got {res.slots}")
+    for name, disk in res.disks.items():
+        if disk.size < 0:
+            raise UsageError(f"{source}: resources.disks.{name}.size must not be negative")
+    if res.lifetime:
+        parse_duration(res.lifetime, f"{source}: resources.lifetime")
+
+
+def load(text: str, source: str) -> LabelDefinition:
+    return build(parse_document(text, source), source)
+
+
+def expires_at(definition: LabelDefinition, now: datetime | None = None) -> datetime | None:
+    if not definition.resources.lifetime:
+        return None
+    life: timedelta = parse_duration(definition.resources.lifetime, "resources.lifetime")
+    return (now or utcnow()) + life

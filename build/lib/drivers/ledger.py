@@ -1,0 +1,428 @@
+"""The allocation ledger: one SQLite file under the state dir, shared by every shoal process.
+
+Capacity is checked and the reservation written in one `BEGIN IMMEDIATE` transaction, which
+SQLite serialises across processes, so N racing `shoal alloc` never oversubscribe. A row is
+`ALLOCATING` (with its owner's pid and start time) while the driver works; a row whose owner
+died (kill -9, power loss) is found by the next command, stops counting as usage, and is
+handed back for cleanup as `ORPHANED`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drivers import procinfo
+from providers.errors import LedgerCorruptError, NotFoundError, RetryableError
+from providers.usage import AllocationUsage
+
+if TYPE_CHECKING:
+    from drivers.types import Resources
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 30.0
+
+ALLOCATING = "ALLOCATING"
+ALLOCATED = "ALLOCATED"
+FREEING = "FREEING"
+FREED = "FREED"
+FAILED = "FAILED"
+ORPHANED = "ORPHANED"
+GONE = "GONE"  # the driver no longer has it, though nobody freed it
+HOLDING = (ALLOCATING, ALLOCATED, FREEING)  # statuses that hold node resources
+IN_FLIGHT = (ALLOCATING, FREEING)
+LISTED = "('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED', 'GONE')"  # not yet ended
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS allocations (
+    id TEXT PRIMARY KEY,
+    driver TEXT NOT NULL,
+    status TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    state TEXT,
+    metadata TEXT NOT NULL,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    expires TEXT,
+    cpu INTEGER NOT NULL,
+    ram INTEGER NOT NULL,
+    multitenancy INTEGER NOT NULL,
+    cpu_overbook INTEGER NOT NULL,
+    ram_overbook INTEGER NOT NULL,
+    is_remote INTEGER NOT NULL,
+    owner_pid INTEGER,
+    owner_start TEXT,
+    note TEXT
+);
+CREATE INDEX IF NOT EXISTS allocations_status ON allocations(status);
+"""
+_COLUMNS = (
+    "id, driver, status, definition, state, metadata, created, updated, expires, cpu, ram, "
+    "multitenancy, cpu_overbook, ram_overbook, is_remote, owner_pid, owner_start, note"
+)
+
+
+def stamp(value: datetime) -> str:
+    """Fixed-width UTC text, so SQL compares times as strings."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def unstamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+@dataclass
+class Allocation:
+    id: str
+    driver: str
+    status: str
+    definition: dict[str, Any]
+    state: dict[str, Any] | None
+    metadata: dict[str, Any]
+    created: str
+    updated: str
+    expires: str | None
+    cpu: int
+    ram: int
+    is_remote: bool
+    owner_pid: int | None
+    owner_start: str | None
+    note: str | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Allocation:
+        return cls(
+            id=row[0],
+            driver=row[1],
+            status=row[2],
+            definition=json.loads(row[3]),
+            state=json.loads(row[4]) if row[4] else None,
+            metadata=json.loads(row[5]),
+            created=row[6],
+            updated=row[7],
+            expires=row[8],
+            cpu=row[9],
+            ram=row[10],
+            is_remote=bool(row[14]),
+            owner_pid=row[15],
+            owner_start=row[16],
+            note=row[17],
+        )
+
+    def owner_alive(self) -> bool:
+        return self.owner_pid is not None and procinfo.is_alive(self.owner_pid, self.owner_start)
+
+
+def summary_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    """The `status` list's JSON for one row, built without decoding the JSON columns."""
+    return {
+        "id": row[0],
+        "driver": row[1],
+        "status": row[2],
+        "cpu": row[3],
+        "ram": row[4],
+        "created": row[5],
+        "expires": row[6],
+        "updated": row[7],
+        "note": row[8],
+    }
+
+
+class Ledger:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._create = create
+
+    # -- connection ----------------------------------------------------------------------
+
+    def _corrupt(self, exc: Exception) -> LedgerCorruptError:
+        return LedgerCorruptError(
+            f"ledger {self.path} is unreadable ({exc}); it was left untouched: move it aside "
+            f"(mv {self.path} {self.path}.broken) to start a new ledger"
+        )
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        fresh = not self.path.exists()
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._corrupt(exc) from None
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise LedgerCorruptError(
+                    f"ledger {self.path} has schema {version}, newer than this shoal "
+                    f"({SCHEMA_VERSION}); upgrade shoal"
+                )
+            if version < SCHEMA_VERSION:
+                if fresh:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(
+                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                )
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise self._busy() from None
+            raise self._corrupt(exc) from None
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise self._corrupt(exc) from None
+        self._conn = conn
+        return conn
+
+    def _busy(self) -> RetryableError:
+        return RetryableError(
+            f"ledger {self.path} stayed locked by another shoal for "
+            f"{BUSY_TIMEOUT_SECONDS:.0f}s; try again"
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the ledger's lock up front (BEGIN IMMEDIATE)."""
+        conn = self.conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise self._busy() from None
+            raise
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if not self._create and not self.exists:
+            return []
+        try:
+            return self.conn().execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise self._busy() from None
+            raise self._corrupt(exc) from None
+
+    # -- orphans -------------------------------------------------------------------------
+
+    def _sweep(self, conn: sqlite3.Connection, now: str) -> None:
+        rows = conn.execute(
+            "SELECT id, owner_pid, owner_start, status FROM allocations "
+            "WHERE status IN ('ALLOCATING', 'FREEING')"
+        ).fetchall()
+        for row_id, pid, started, status in rows:
+            if pid is not None and procinfo.is_alive(pid, started):
+                continue
+            # An interrupted free still holds the resource; an interrupted allocate may too.
+            new_status = ORPHANED if status == ALLOCATING else ALLOCATED
+            conn.execute(
+                "UPDATE allocations SET status=?, updated=?, owner_pid=NULL, owner_start=NULL, "
+                "note=? WHERE id=?",
+                (new_status, now, f"owner process {pid} died during {status.lower()}", row_id),
+            )
+
+    def sweep(self) -> list[Allocation]:
+        """Release rows whose owner died; returns the ORPHANED ones that need cleanup."""
+        if not self.exists:
+            return []
+        rows = self._query(
+            "SELECT id, owner_pid, owner_start FROM allocations "
+            "WHERE status IN ('ALLOCATING', 'FREEING', 'ORPHANED')"
+        )
+        dead = [r for r in rows if r[1] is None or not procinfo.is_alive(r[1], r[2])]
+        if not dead:
+            return []
+        with self.transaction() as conn:
+            self._sweep(conn, stamp(datetime.now(UTC)))
+        return self.with_status(ORPHANED)
+
+    # -- usage ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _usage(conn: sqlite3.Connection) -> Resources:
+        from drivers.types import Resources
+
+        cpu, ram, count, multi, cpu_ob, ram_ob = conn.execute(
+            "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
+            "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
+            "COALESCE(MIN(ram_overbook), 0) FROM allocations "
+            "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING') AND is_remote = 0"
+        ).fetchone()
+        if count == 0:
+            return Resources()
+        return Resources(
+            cpu=cpu,
+            ram=ram,
+            multitenancy=bool(multi),
+            cpu_overbook=bool(cpu_ob),
+            ram_overbook=bool(ram_ob),
+        )
+
+    def node_usage(self) -> Resources:
+        if not self.exists:
+            from drivers.types import Resources
+
+            return Resources()
+        try:
+            return self._usage(self.conn())
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(exc) from None
+
+    def active_local_usage(self) -> list[AllocationUsage]:
+        rows = self._query(
+            "SELECT driver, cpu, ram, expires, status, owner_pid, owner_start FROM allocations "
+            "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING') AND is_remote = 0"
+        )
+        return [
+            AllocationUsage(driver=d, cpu=c, ram_gib=r, expires=unstamp(e) if e else None)
+            for d, c, r, e, status, pid, started in rows
+            # An allocation whose shoal died mid-way holds nothing, even before cleanup.
+            if status != ALLOCATING or (pid is not None and procinfo.is_alive(pid, started))
+        ]
+
+    # -- writes --------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        *,
+        driver: str,
+        definition: dict[str, Any],
+        resources: Resources,
+        metadata: dict[str, Any],
+        is_remote: bool,
+        expires: datetime | None,
+        fits: Callable[[Resources], int],
+    ) -> str:
+        """Check capacity against node usage and insert an ALLOCATING row, atomically.
+
+        `fits(node_usage)` returns how many such definitions fit; below 1 nothing is written.
+        """
+        import secrets
+
+        pid, started = procinfo.self_identity()
+        now = stamp(datetime.now(UTC))
+        with self.transaction() as conn:
+            self._sweep(conn, now)
+            if fits(self._usage(conn)) < 1:
+                from providers.errors import NoCapacityError
+
+                raise NoCapacityError(
+                    f"no capacity for {driver}: cpu={resources.cpu} ram={resources.ram}GiB "
+                    f"does not fit now; free something or retry later"
+                )
+            prefix = driver.split("/", 1)[0]
+            for _ in range(8):
+                alloc_id = f"{prefix}-{secrets.token_hex(4)}"
+                if not conn.execute("SELECT 1 FROM allocations WHERE id=?", (alloc_id,)).fetchone():
+                    break
+            conn.execute(
+                f"INSERT INTO allocations ({_COLUMNS}) VALUES "
+                "(?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                (
+                    alloc_id,
+                    driver,
+                    ALLOCATING,
+                    json.dumps(definition),
+                    json.dumps(metadata),
+                    now,
+                    now,
+                    stamp(expires) if expires else None,
+                    resources.cpu,
+                    resources.ram,
+                    int(resources.multitenancy),
+                    int(resources.cpu_overbook),
+                    int(resources.ram_overbook),
+                    int(is_remote),
+                    pid,
+                    started,
+                ),
+            )
+        return alloc_id
+
+    def set_status(
+        self,
+        alloc_id: str,
+        status: str,
+        *,
+        state: dict[str, Any] | None = None,
+        note: str | None = None,
+        expect: tuple[str, ...] | None = None,
+        owner: bool = False,
+    ) -> bool:
+        """Move a row to `status` (only from `expect`, if given); True if it moved."""
+        now = stamp(datetime.now(UTC))
+        sets = ["status=?", "updated=?", "note=?"]
+        params: list[Any] = [status, now, note]
+        if state is not None:
+            sets.append("state=?")
+            params.append(json.dumps(state))
+        pid, started = procinfo.self_identity() if owner else (None, None)
+        sets += ["owner_pid=?", "owner_start=?"]
+        params += [pid, started]
+        sql = f"UPDATE allocations SET {', '.join(sets)} WHERE id=?"
+        params.append(alloc_id)
+        if expect:
+            sql += f" AND status IN ({', '.join('?' * len(expect))})"
+            params += list(expect)
+        with self.transaction() as conn:
+            if expect and FREEING in expect:
+                self._sweep(conn, now)
+            moved = conn.execute(sql, tuple(params)).rowcount
+        return moved == 1
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, alloc_id: str) -> Allocation:
+        rows = self._query(f"SELECT {_COLUMNS} FROM allocations WHERE id=?", (alloc_id,))
+        if not rows:
+            raise NotFoundError(f"no allocation {alloc_id!r}; `shoal status` lists them")
+        return Allocation.from_row(rows[0])
+
+    def with_status(self, *statuses: str) -> list[Allocation]:
+        marks = ", ".join("?" * len(statuses))
+        rows = self._query(
+            f"SELECT {_COLUMNS} FROM allocations WHERE status IN ({marks}) ORDER BY created",
+            statuses,
+        )
+        return [Allocation.from_row(r) for r in rows]
+
+    def expired(self, now: datetime) -> list[Allocation]:
+        rows = self._query(
+            f"SELECT {_COLUMNS} FROM allocations WHERE status IN ('ALLOCATED', 'GONE') "
+            "AND expires IS NOT NULL AND expires <= ? ORDER BY expires",
+            (stamp(now),),
+        )
+        return [Allocation.from_row(r) for r in rows]
+
+    def summaries(self, *, include_ended: bool) -> list[dict[str, Any]]:
+        where = (
+            ""
+            if include_ended
+            else "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED', 'GONE')"
+        )
+        rows = self._query(
+            "SELECT id, driver, status, cpu, ram, created, expires, updated, note "
+            f"FROM allocations {where} ORDER BY created"
+        )
+        return [summary_row(r) for r in rows]

@@ -1,0 +1,61 @@
+"""Typed, documented driver settings: config of an instance, options of a definition."""
+
+from __future__ import annotations
+
+import random
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from providers.errors import ShoalError
+
+
+@dataclass(frozen=True)
+class Opt:
+    kind: type
+    default: Any
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def probability(doc: str) -> Opt:
+    return Opt(int, 0, f"{doc} (0 never, 1-254 random, 255 always)", 0, 255)
+
+
+def parse_opts(
+    spec: Mapping[str, Opt], given: Mapping[str, Any], where: str, error: type[ShoalError]
+) -> dict[str, Any]:
+    """Check `given` against `spec`: unknown names, types and ranges name the field."""
+    for name in given:
+        if name not in spec:
+            raise error(f"{where}: unknown option {name!r}; known: {', '.join(sorted(spec))}")
+    out: dict[str, Any] = {}
+    for name, opt in spec.items():
+        value: Any = given.get(name, opt.default)
+        if opt.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        wrong_bool = isinstance(value, bool) and opt.kind is not bool
+        if value is not None and (wrong_bool or not isinstance(value, opt.kind)):
+            raise error(f"{where}.{name}: expected {opt.kind.__name__}, got {value!r} ({opt.doc})")
+        number = (
+            float(typing.cast(float, value))
+            if opt.kind in (int, float) and value is not None
+            else None
+        )
+        if number is not None and opt.minimum is not None and number < opt.minimum:
+            raise error(f"{where}.{name}: must be >= {opt.minimum:g}, got {value!r}")
+        if number is not None and opt.maximum is not None and number > opt.maximum:
+            raise error(f"{where}.{name}: must be <= {opt.maximum:g}, got {value!r}")
+        out[name] = value
+    return out
+
+
+def roll(chance: int) -> bool:
+    """True when an injected failure with this 0..255 probability fires."""
+    if chance <= 0:
+        return False
+    if chance >= 255:
+        return True
+    return random.randrange(254) < chance  # fault injection, not security

@@ -1,0 +1,290 @@
+"""The `process` driver: real local workloads, one process group per allocation.
+
+The definition's `entry` command runs in a workspace of its own, in a new session (so the
+whole group can be signalled), pinned to `cpu` CPUs (affinity) and limited to `ram` GiB of
+data memory (RLIMIT_DATA: heap and private writable mappings, which is what a program
+actually uses; RLIMIT_AS would also count reserved address space and break runtimes such as
+Go and Java that reserve far more than they touch). Metadata becomes environment variables.
+
+Identity is pid plus kernel start time, written by the child itself before it execs, so a
+reused pid is never mistaken for ours and an allocation interrupted by kill -9 can still be
+found and stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from drivers import procinfo
+from drivers.base import ResourceDriverTask
+from drivers.capacity import fit_count
+from drivers.options import Opt, parse_opts
+from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
+from providers.errors import ConfigError, ShoalError, UsageError
+from providers.local.catalog import LocalCatalog
+from providers.settings import Settings
+
+ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
+PID_FILE = ".shoal-pid"
+CPUS_FILE = ".shoal-cpus"
+LOG_FILE = "output.log"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_POLL_SECONDS = 0.02
+
+CONFIG: dict[str, Opt] = {
+    "cpu_limit": Opt(int, 0, "vCPUs to hand out, 0 = the local supply (host minus reserve)", 0),
+    "ram_limit": Opt(int, 0, "GiB to hand out, 0 = the local supply (host minus reserve)", 0),
+    "cpu_overbook": Opt(int, 0, "extra vCPUs tenants may share when all allow it", 0),
+    "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
+    "grace_seconds": Opt(float, 10.0, "SIGTERM -> SIGKILL grace period on free", 0),
+    "workspace": Opt(str, "", "root of the per-allocation workspaces (default: state dir)"),
+}
+OPTIONS: dict[str, Opt] = {
+    "entry": Opt(object, None, "command to run: a string (shell words) or a list"),
+    "env": Opt(dict, {}, "extra environment variables"),
+    "grace_seconds": Opt(float, None, "override the instance's grace period", 0),
+}
+
+
+def _argv(entry: Any) -> list[str]:
+    if isinstance(entry, str):
+        try:
+            argv = shlex.split(entry)
+        except ValueError as exc:
+            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
+    elif isinstance(entry, list) and all(isinstance(a, str) for a in entry):
+        argv = list(entry)
+    else:
+        argv = []
+    if not argv:
+        raise UsageError(
+            "options.entry: required, the command to run; e.g. --option entry='sleep 600'"
+        )
+    return argv
+
+
+class ProcessDriver:
+    def __init__(self, full_name: str, settings: Settings) -> None:
+        self._name = full_name
+        self._settings = settings
+        self.cfg: dict[str, Any] = {}
+        self.root = Path()
+
+    def name(self) -> str:
+        return self._name
+
+    def is_remote(self) -> bool:
+        return False
+
+    def prepare(self, config: bytes) -> None:
+        try:
+            raw = json.loads(config or b"{}")
+        except ValueError as exc:
+            raise ConfigError(f"driver {self._name}: config is not JSON: {exc}") from None
+        self.cfg = parse_opts(CONFIG, raw, f'config [drivers."{self._name}"]', ConfigError)
+        instance = self._name.partition("/")[2]
+        paths = self._settings.paths
+        default = paths.workspaces_dir / "process" / instance
+        self.root = Path(self.cfg["workspace"]).expanduser() if self.cfg["workspace"] else default
+        paths.ensure_dir(self.root)
+
+    # -- definitions and capacity ----------------------------------------------------------
+
+    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
+        opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
+        opts["argv"] = _argv(opts["entry"])
+        for key, value in opts["env"].items():
+            if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
+                raise UsageError(
+                    f"options.env.{key}: names must be shell identifiers, values strings"
+                )
+        return opts
+
+    def validate_definition(self, definition: LabelDefinition) -> None:
+        self._options(definition)
+
+    def _limits(self) -> tuple[int, int]:
+        cpu, ram = self.cfg["cpu_limit"], self.cfg["ram_limit"]
+        if cpu and ram:
+            return cpu, ram
+        supply = LocalCatalog.from_settings(self._settings).supply()
+        return (
+            cpu or int(float(supply["cpu"]["vcpu"])),
+            ram or int(float(supply["memory"]["GiB"])),
+        )
+
+    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        cpu, ram = self._limits()
+        # With no CPU or RAM left after the reserve, nothing fits (0 would read as unlimited).
+        if cpu < 1 or ram < 1:
+            return 0
+        return fit_count(
+            cpu, ram, self.cfg["cpu_overbook"], self.cfg["ram_overbook"], node_usage, req.resources
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _workspace(self, identifier: str) -> Path:
+        if not identifier or "/" in identifier or identifier.startswith("."):
+            raise ShoalError(f"process driver: invalid resource identifier {identifier!r}")
+        return self.root / identifier
+
+    def _pick_cpus(self, count: int) -> list[int]:
+        """The `count` CPUs that the fewest live allocations of this instance are pinned to."""
+        usable = sorted(os.sched_getaffinity(0))
+        load: Counter[int] = Counter({cpu: 0 for cpu in usable})
+        for other in self.root.iterdir():
+            identity = self._identity(other)
+            if identity and procinfo.is_alive(*identity):
+                try:
+                    load.update(int(c) for c in (other / CPUS_FILE).read_text().split())
+                except (OSError, ValueError):
+                    continue
+        ranked = sorted(usable, key=lambda cpu: (load[cpu], cpu))
+        return sorted(ranked[: max(1, min(count, len(usable)))])
+
+    @staticmethod
+    def _identity(workspace: Path) -> tuple[int, str | None] | None:
+        try:
+            pid, started = (workspace / PID_FILE).read_text().split()
+            return int(pid), started
+        except (OSError, ValueError):
+            return None
+
+    def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
+        opts = self._options(definition)
+        env = dict(os.environ)
+        for key, value in metadata.items():
+            if not _ENV_NAME.match(key):
+                raise UsageError(
+                    f"metadata {key!r}: names must be shell identifiers to become env vars"
+                )
+            env[key] = value if isinstance(value, str) else json.dumps(value)
+        env.update(opts["env"])
+        identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"process-{os.urandom(4).hex()}")
+        workspace = self._workspace(identifier)
+        workspace.mkdir(parents=True)
+        env["SHOAL_WORKSPACE"] = str(workspace)
+        cpus = self._pick_cpus(definition.resources.cpu)
+        (workspace / CPUS_FILE).write_text(" ".join(map(str, cpus)))
+        ram_bytes = definition.resources.ram * 2**30
+        pid_file = str(workspace / PID_FILE)
+
+        def in_child() -> None:
+            # Runs after fork, before exec: the child records its own identity first, so even
+            # a parent killed right now leaves a process that can be found and stopped.
+            me = os.getpid()
+            fd = os.open(pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, f"{me} {procinfo.start_time(me)}".encode())
+            os.close(fd)
+            os.sched_setaffinity(0, cpus)
+            if ram_bytes:
+                resource.setrlimit(resource.RLIMIT_DATA, (ram_bytes, ram_bytes))
+
+        log = (workspace / LOG_FILE).open("ab")
+        try:
+            proc = subprocess.Popen(
+                opts["argv"],
+                cwd=workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=in_child,
+                close_fds=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            shutil.rmtree(workspace, ignore_errors=True)
+            raise UsageError(
+                f"options.entry: cannot run {opts['argv'][0]!r}: {exc.strerror}"
+            ) from None
+        except BaseException:
+            shutil.rmtree(workspace, ignore_errors=True)
+            raise
+        finally:
+            log.close()
+        # Popen would warn when collected while the workload runs on; the workload outlives us.
+        proc.returncode = 0
+        identity = self._identity(workspace) or (proc.pid, procinfo.start_time(proc.pid))
+        grace = (
+            opts["grace_seconds"]
+            if opts["grace_seconds"] is not None
+            else self.cfg["grace_seconds"]
+        )
+        return Resource(
+            identifier=identifier,
+            ip_addr="127.0.0.1",
+            authentication=definition.authentication,
+            metadata={
+                "pid": identity[0],
+                "start": identity[1],
+                "cpus": cpus,
+                "workspace": str(workspace),
+                "log": str(workspace / LOG_FILE),
+                "grace_seconds": grace,
+                "argv": opts["argv"],
+            },
+        )
+
+    def _resolve_identity(self, res: Resource) -> tuple[int, str | None] | None:
+        pid = res.metadata.get("pid")
+        if isinstance(pid, int):
+            start = res.metadata.get("start")
+            return pid, start if isinstance(start, str) else None
+        return self._identity(self._workspace(res.identifier))
+
+    def status(self, res: Resource) -> str:
+        identity = self._resolve_identity(res)
+        if identity is None:
+            return STATUS_NONE
+        procinfo.reap(identity[0])
+        return STATUS_ALLOCATED if procinfo.is_alive(*identity) else STATUS_NONE
+
+    def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
+        return None
+
+    def _wait_gone(self, pid: int, started: str | None, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while True:
+            procinfo.reap(pid)
+            if not procinfo.is_alive(pid, started):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_SECONDS)
+
+    def deallocate(self, res: Resource) -> None:
+        workspace = self._workspace(res.identifier)
+        identity = self._resolve_identity(res)
+        if identity is not None and procinfo.is_alive(*identity):
+            pid, started = identity
+            grace = res.metadata.get("grace_seconds", self.cfg["grace_seconds"])
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+            if not self._wait_gone(pid, started, float(grace)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                if not self._wait_gone(pid, started, 5.0):
+                    raise ShoalError(
+                        f"process {pid} of {res.identifier} survived SIGKILL; try again"
+                    )
+            # Children the leader left behind share its group; the group id cannot be reused
+            # while any of them lives, so this reaches only our workload.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+        shutil.rmtree(workspace, ignore_errors=True)
+        if workspace.exists():
+            raise ShoalError(f"process driver: could not remove workspace {workspace}")

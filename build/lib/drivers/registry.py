@@ -1,0 +1,119 @@
+"""The driver list: `name/instance` entries, each a driver with its own config.
+
+Built-in drivers are declared once below as lazy import strings; third parties add drivers
+through the `shoal.drivers` entry-point group. Instances come from the config file:
+
+    [drivers."test/dev"]        # or [drivers.test.dev]
+    cpu_limit = 4
+
+A driver with no configured instance gets one called `default` with an empty config, so
+`--driver process` works out of the box and means `process/default`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from providers.errors import ConfigError, UnknownNameError, UsageError
+from providers.plugins import LazyRegistry
+from providers.settings import Settings, config_section
+
+if TYPE_CHECKING:
+    from drivers.base import ResourceDriver
+
+DriverFactory = Callable[[str, Settings], "ResourceDriver"]
+
+_REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
+    "driver",
+    "shoal.drivers",
+    {
+        "process": "drivers.process.driver:ProcessDriver",
+        "test": "drivers.test.driver:TestDriver",
+    },
+)
+DEFAULT_INSTANCE = "default"
+_INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def register(name: str, factory: DriverFactory) -> None:
+    _REGISTRY.register(name, factory)
+
+
+def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
+    table = config_section(settings.config, "drivers")
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f'config [drivers] {key!r} must be a table like [drivers."{key}/dev"]'
+            )
+        if "/" in key:
+            out[key] = value
+            continue
+        for instance, config in value.items():
+            if not isinstance(config, dict):
+                raise ConfigError(
+                    f"config [drivers.{key}] holds {instance!r} = ...; put driver settings "
+                    f'under an instance: [drivers."{key}/{DEFAULT_INSTANCE}"]'
+                )
+            out[f"{key}/{instance}"] = config
+    for full in out:
+        kind, _, instance = full.partition("/")
+        if not kind or not _INSTANCE.match(instance):
+            raise ConfigError(f"config [drivers.{full!r}]: name must be DRIVER/INSTANCE")
+    return out
+
+
+def driver_list(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every usable instance, `name/instance` -> config; built-ins get a `default` one."""
+    configured = _instances(settings)
+    kinds = {full.partition("/")[0] for full in configured}
+    listed = dict(configured)
+    for builtin in _REGISTRY.builtin_names():
+        if builtin not in kinds:
+            listed[f"{builtin}/{DEFAULT_INSTANCE}"] = {}
+    return dict(sorted(listed.items()))
+
+
+def resolve(settings: Settings, requested: str) -> tuple[str, dict[str, Any]]:
+    """`test` -> `test/default` (or its only instance); `test/dev` must be listed."""
+    listed = driver_list(settings)
+    if "/" in requested:
+        if requested in listed:
+            return requested, listed[requested]
+        kind = requested.partition("/")[0]
+        if kind in _REGISTRY.builtin_names() or any(k.startswith(kind + "/") for k in listed):
+            raise UnknownNameError("driver instance", requested, list(listed))
+        # A third-party driver with no configured instance.
+        _REGISTRY.get(kind)
+        if requested.endswith("/" + DEFAULT_INSTANCE):
+            return requested, {}
+        raise UnknownNameError("driver instance", requested, list(listed))
+    instances = [full for full in listed if full.partition("/")[0] == requested]
+    default = f"{requested}/{DEFAULT_INSTANCE}"
+    if default in instances:
+        return default, listed[default]
+    if len(instances) == 1:
+        return instances[0], listed[instances[0]]
+    if instances:
+        raise UsageError(
+            f"driver {requested!r} has instances {', '.join(instances)}; name one with --driver"
+        )
+    _REGISTRY.get(requested)  # unknown names raise here, listing the known ones
+    return default, {}
+
+
+def open_driver(settings: Settings, requested: str) -> ResourceDriver:
+    """Resolve, construct and prepare a driver instance."""
+    full, config = resolve(settings, requested)
+    factory = _REGISTRY.get(full.partition("/")[0])
+    driver = factory(full, settings)
+    driver.prepare(json.dumps(config).encode())
+    return driver
+
+
+def known_drivers(settings: Settings) -> list[str]:
+    return list(driver_list(settings))

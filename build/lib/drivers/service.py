@@ -1,0 +1,281 @@
+"""Allocation use cases: alloc, status, free, task, over the ledger and the driver list.
+
+Every use case first cleans up after shoal processes that died mid-operation, so a
+`kill -9` never leaves phantom usage past the next command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from drivers import ledger as L
+from drivers.base import UNLIMITED, ResourceDriver
+from drivers.definition import expires_at
+from drivers.ledger import Allocation, Ledger
+from drivers.registry import open_driver
+from drivers.types import (
+    STATUS_ALLOCATED,
+    STATUS_NONE,
+    ApplicationTask,
+    LabelDefinition,
+    Resource,
+    Resources,
+)
+from providers.errors import RetryableError, ShoalError, UsageError
+from providers.settings import Settings
+from providers.timeutil import utcnow
+from providers.wire import format_time, from_wire, to_wire
+
+ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
+
+
+@dataclass
+class Drivers:
+    settings: Settings
+    ledger: Ledger
+    warnings: list[str] = field(default_factory=list)
+    _open: dict[str, ResourceDriver] = field(default_factory=dict)
+
+    def driver(self, name: str) -> ResourceDriver:
+        if name not in self._open:
+            self._open[name] = open_driver(self.settings, name)
+        return self._open[name]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Drivers:
+        return cls(settings=settings, ledger=Ledger(settings.paths.ledger_file))
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Hold off Ctrl-C while undoing a half-done operation, so the undo itself completes."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _resource(row: Allocation) -> Resource:
+    if row.state:
+        return from_wire(Resource, row.state, strict=False)
+    return Resource(identifier=row.id)
+
+
+def recover(ctx: Drivers) -> None:
+    """Undo allocations whose shoal process died before finishing them."""
+    for row in ctx.ledger.sweep():
+        try:
+            ctx.driver(row.driver).deallocate(_resource(row))
+        except ShoalError as exc:
+            ctx.warnings.append(f"allocation {row.id} was interrupted and cleanup failed: {exc}")
+            continue
+        ctx.ledger.set_status(
+            row.id, L.FAILED, note=f"{row.note}; cleaned up", expect=(L.ORPHANED,)
+        )
+        ctx.warnings.append(f"allocation {row.id} was interrupted ({row.note}); cleaned up")
+
+
+def _usage_for(driver: ResourceDriver, usage: Resources) -> Resources:
+    return Resources() if driver.is_remote() else usage
+
+
+def _capacity(driver: ResourceDriver, usage: Resources, definition: LabelDefinition) -> int:
+    count = driver.available_capacity(_usage_for(driver, usage), definition)
+    if count < 0:
+        raise ShoalError(f"driver {driver.name()} could not tell its capacity; try again")
+    return count
+
+
+def prepare(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
+    driver = ctx.driver(definition.driver)
+    definition.driver = driver.name()
+    driver.validate_definition(definition)
+    return driver
+
+
+def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
+    driver = prepare(ctx, definition)
+    recover(ctx)
+    usage = ctx.ledger.node_usage()
+    count = _capacity(driver, usage, definition)
+    return {
+        "driver": driver.name(),
+        "fits": None if count >= UNLIMITED else count,
+        "unlimited": count >= UNLIMITED,
+        "node_usage": {"cpu": usage.cpu, "ram": usage.ram},
+        "definition": _public_definition(to_wire(definition)),
+    }
+
+
+def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]) -> dict[str, Any]:
+    driver = prepare(ctx, definition)
+    recover(ctx)
+    expires = expires_at(definition)
+    alloc_id = ctx.ledger.reserve(
+        driver=driver.name(),
+        definition=to_wire(definition),
+        resources=definition.resources,
+        metadata=metadata,
+        is_remote=driver.is_remote(),
+        expires=expires,
+        fits=lambda usage: _capacity(driver, usage, definition),
+    )
+    try:
+        res = driver.allocate(definition, {**metadata, ALLOCATION_ID_KEY: alloc_id})
+    except BaseException as exc:
+        with _no_interrupts():
+            note = (
+                "interrupted" if isinstance(exc, KeyboardInterrupt) else f"allocate failed: {exc}"
+            )
+            with contextlib.suppress(ShoalError, OSError):
+                driver.deallocate(Resource(identifier=alloc_id))
+            ctx.ledger.set_status(alloc_id, L.FAILED, note=note, expect=(L.ALLOCATING,))
+        raise
+    res.timeout = expires
+    with _no_interrupts():
+        ctx.ledger.set_status(alloc_id, L.ALLOCATED, state=to_wire(res), expect=(L.ALLOCATING,))
+    return describe(ctx.ledger.get(alloc_id))
+
+
+def describe(row: Allocation) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "driver": row.driver,
+        "status": row.status,
+        "cpu": row.cpu,
+        "ram": row.ram,
+        "created": row.created,
+        "expires": row.expires,
+        "updated": row.updated,
+        "note": row.note,
+        "resource": _public_state(row.state),
+        "definition": _public_definition(row.definition),
+        "metadata": row.metadata,
+    }
+
+
+def _public_state(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    return {k: v for k, v in state.items() if k != "authentication"}
+
+
+def _public_definition(definition: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in definition.items() if k != "authentication"}
+
+
+def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
+    recover(ctx)
+    row = ctx.ledger.get(alloc_id)
+    out = describe(row)
+    out["driver_status"] = None
+    out["drift"] = None
+    if row.status not in (L.ALLOCATED, L.GONE):
+        return out
+    try:
+        seen = ctx.driver(row.driver).status(_resource(row))
+    except ShoalError as exc:
+        out["driver_status"] = "ERROR"
+        out["drift"] = f"driver could not report status: {exc}"
+        return out
+    out["driver_status"] = seen
+    if row.status == L.ALLOCATED and seen == STATUS_NONE:
+        ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
+        out["drift"] = "ledger said ALLOCATED but the driver reports NONE; marked GONE"
+        out["status"] = L.GONE
+    elif row.status == L.GONE and seen == STATUS_ALLOCATED:
+        ctx.ledger.set_status(row.id, L.ALLOCATED, note="driver reports it again", expect=(L.GONE,))
+        out["drift"] = "ledger said GONE but the driver reports ALLOCATED again; marked ALLOCATED"
+        out["status"] = L.ALLOCATED
+    return out
+
+
+def list_allocations(ctx: Drivers, *, include_ended: bool) -> list[dict[str, Any]]:
+    recover(ctx)
+    return ctx.ledger.summaries(include_ended=include_ended)
+
+
+def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
+    recover(ctx)
+    row = ctx.ledger.get(alloc_id)
+    if row.status in (L.FREED, L.FAILED):
+        already = (
+            "already freed" if row.status == L.FREED else "allocation had failed; nothing held"
+        )
+        return {
+            "id": row.id,
+            "status": row.status,
+            "changed": False,
+            "message": f"{row.id}: {already} ({row.updated})",
+        }
+    if row.status in L.IN_FLIGHT:
+        raise RetryableError(
+            f"{row.id} is {row.status.lower()} by shoal process {row.owner_pid}; try again shortly"
+        )
+    previous = row.status
+    if not ctx.ledger.set_status(row.id, L.FREEING, expect=(previous,), owner=True, note=None):
+        return free(ctx, alloc_id, note=note)  # someone moved it; decide again from the new state
+    try:
+        ctx.driver(row.driver).deallocate(_resource(row))
+    except BaseException:
+        with _no_interrupts():
+            ctx.ledger.set_status(row.id, previous, note=row.note, expect=(L.FREEING,))
+        raise
+    with _no_interrupts():
+        ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,))
+    return {"id": row.id, "status": L.FREED, "changed": True, "message": f"{row.id}: {note}"}
+
+
+def free_expired(ctx: Drivers) -> list[dict[str, Any]]:
+    recover(ctx)
+    results = []
+    for row in ctx.ledger.expired(utcnow()):
+        try:
+            results.append(free(ctx, row.id, note=f"expired at {row.expires}"))
+        except ShoalError as exc:
+            results.append({"id": row.id, "status": "ERROR", "changed": False, "message": str(exc)})
+    return results
+
+
+def run_task(ctx: Drivers, alloc_id: str, name: str, options: str) -> Any:
+    recover(ctx)
+    row = ctx.ledger.get(alloc_id)
+    if row.status != L.ALLOCATED:
+        raise UsageError(f"{row.id} is {row.status}; tasks run only on ALLOCATED resources")
+    if options:
+        try:
+            json.loads(options)
+        except ValueError as exc:
+            raise UsageError(f"--options: invalid JSON: {exc}") from None
+    task = ctx.driver(row.driver).get_task(name, options)
+    if task is None:
+        raise UsageError(f"driver {row.driver} has no task {name!r}")
+    now = utcnow()
+    info = ApplicationTask(
+        application_uid=row.id,
+        task=name,
+        when="ALLOCATED",
+        created_at=now,
+        updated_at=now,
+        options=json.loads(options) if options else {},
+    )
+    task.set_info(info, _resource(row))
+    result = task.execute()
+    try:
+        return json.loads(result)
+    except ValueError:
+        return {"result": result.decode(errors="replace")}
+
+
+def formatted_now() -> str:
+    return format_time(utcnow())

@@ -1,0 +1,225 @@
+"""The `test` driver: a simulated driver for tests and demos.
+
+It allocates nothing but a marker file in its workspace, counts capacity from its configured
+limits, and can fail or stall on demand, with a 0..255 probability per operation, so that
+callers' error paths can be exercised for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drivers.base import CAPACITY_ERROR, ResourceDriverTask
+from drivers.capacity import fit_count
+from drivers.options import Opt, parse_opts, probability, roll
+from drivers.types import (
+    STATUS_ALLOCATED,
+    STATUS_NONE,
+    ApplicationTask,
+    LabelDefinition,
+    Resource,
+    Resources,
+)
+from providers.errors import ConfigError, ShoalError, UsageError
+from providers.settings import Settings
+from providers.timeutil import utcnow
+from providers.wire import format_time
+
+ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
+
+CONFIG: dict[str, Opt] = {
+    "is_remote": Opt(bool, False, "pretend to be remote: do not count against this node"),
+    "workspace": Opt(str, "", "directory for marker files (default: state dir)"),
+    "cpu_limit": Opt(int, 0, "vCPUs available, 0 unlimited", 0),
+    "ram_limit": Opt(int, 0, "RAM available in GiB, 0 unlimited", 0),
+    "cpu_overbook": Opt(int, 0, "extra vCPUs tenants may share when all allow it", 0),
+    "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
+    "fail_status": probability("fail status calls"),
+    "fail_deallocate": probability("fail deallocate calls"),
+    "fail_snapshot": probability("fail snapshot tasks"),
+}
+OPTIONS: dict[str, Opt] = {
+    "fail_validate": probability("fail definition validation"),
+    "fail_available_capacity": probability("fail capacity checks"),
+    "fail_allocate": probability("fail allocation"),
+    "fail_status": probability("fail status calls"),
+    "fail_deallocate": probability("fail deallocate calls"),
+    "fail_snapshot": probability("fail snapshot tasks"),
+    "delay_available_capacity": Opt(float, 0.0, "seconds to stall in capacity checks", 0),
+    "delay_allocate": Opt(float, 0.0, "seconds to stall in allocate", 0),
+    "delay_deallocate": Opt(float, 0.0, "seconds to stall in deallocate", 0),
+}
+
+
+class InjectedFailure(ShoalError):
+    """A failure the test driver was asked to produce."""
+
+
+class TestDriver:
+    __test__ = False  # not a pytest class
+
+    def __init__(self, full_name: str, settings: Settings) -> None:
+        self._name = full_name
+        self._paths = settings.paths
+        self.cfg: dict[str, Any] = {}
+        self.workspace = Path()
+
+    def name(self) -> str:
+        return self._name
+
+    def is_remote(self) -> bool:
+        return bool(self.cfg.get("is_remote"))
+
+    def prepare(self, config: bytes) -> None:
+        try:
+            raw = json.loads(config or b"{}")
+        except ValueError as exc:
+            raise ConfigError(f"driver {self._name}: config is not JSON: {exc}") from None
+        self.cfg = parse_opts(CONFIG, raw, f'config [drivers."{self._name}"]', ConfigError)
+        instance = self._name.partition("/")[2]
+        default = self._paths.workspaces_dir / "test" / instance
+        self.workspace = (
+            Path(self.cfg["workspace"]).expanduser() if self.cfg["workspace"] else default
+        )
+        self._paths.ensure_dir(self.workspace)
+
+    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
+        return parse_opts(OPTIONS, definition.options, "options", UsageError)
+
+    def _fail(self, what: str, chance: int) -> None:
+        if roll(chance):
+            raise InjectedFailure(
+                f"test driver {self._name}: {what} failed (injected, {chance}/255)"
+            )
+
+    def validate_definition(self, definition: LabelDefinition) -> None:
+        opts = self._options(definition)
+        self._fail("validate", opts["fail_validate"])
+
+    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        try:
+            opts = self._options(req)
+        except UsageError:
+            return CAPACITY_ERROR
+        if roll(opts["fail_available_capacity"]):
+            return CAPACITY_ERROR
+        if opts["delay_available_capacity"]:
+            time.sleep(opts["delay_available_capacity"])
+        return fit_count(
+            self.cfg["cpu_limit"],
+            self.cfg["ram_limit"],
+            self.cfg["cpu_overbook"],
+            self.cfg["ram_overbook"],
+            node_usage,
+            req.resources,
+        )
+
+    def _marker(self, identifier: str) -> Path:
+        if not identifier or "/" in identifier or identifier.startswith("."):
+            raise ShoalError(
+                f"test driver {self._name}: invalid resource identifier {identifier!r}"
+            )
+        return self.workspace / identifier
+
+    def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
+        opts = self._options(definition)
+        self._fail("allocate", opts["fail_allocate"])
+        if opts["delay_allocate"]:
+            time.sleep(opts["delay_allocate"])
+        identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"test-{secrets.token_hex(3)}")
+        marker = self._marker(identifier)
+        payload = {"options": opts, "created": format_time(utcnow())}
+        tmp = marker.with_name(f".{identifier}.tmp")
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, marker)  # a marker exists whole or not at all
+        return Resource(
+            identifier=identifier,
+            ip_addr="127.0.0.1",
+            authentication=definition.authentication,
+            metadata={"options": opts},
+        )
+
+    def _stored_options(self, res: Resource) -> dict[str, Any]:
+        stored = res.metadata.get("options")
+        return stored if isinstance(stored, dict) else {}
+
+    def status(self, res: Resource) -> str:
+        chance = max(self.cfg["fail_status"], self._stored_options(res).get("fail_status", 0))
+        self._fail(f"status {res.identifier}", chance)
+        return STATUS_ALLOCATED if self._marker(res.identifier).exists() else STATUS_NONE
+
+    def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
+        if task != SnapshotTask.NAME:
+            return None
+        parsed = json.loads(options) if options else {}
+        if not isinstance(parsed, dict):
+            raise UsageError("--options: must be a JSON object")
+        for key in parsed:
+            if key not in SnapshotTask.OPTIONS:
+                raise UsageError(
+                    f"--options: unknown option {key!r} for task snapshot; "
+                    f"known: {', '.join(SnapshotTask.OPTIONS)}"
+                )
+        return SnapshotTask(driver=self, label=str(parsed.get("label", "")))
+
+    def deallocate(self, res: Resource) -> None:
+        opts = self._stored_options(res)
+        self._fail(
+            f"deallocate {res.identifier}",
+            max(self.cfg["fail_deallocate"], opts.get("fail_deallocate", 0)),
+        )
+        if opts.get("delay_deallocate"):
+            time.sleep(float(opts["delay_deallocate"]))
+        # Already gone is what deallocate wants, so it is not an error.
+        self._marker(res.identifier).unlink(missing_ok=True)
+
+
+@dataclass
+class SnapshotTask:
+    """Record a snapshot of the resource; returns its name and time as JSON."""
+
+    NAME = "snapshot"
+    OPTIONS = ("label",)
+
+    driver: TestDriver
+    label: str = ""
+    task: ApplicationTask | None = None
+    res: Resource | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def name(self) -> str:
+        return self.NAME
+
+    def clone(self) -> SnapshotTask:
+        return SnapshotTask(driver=self.driver, label=self.label)
+
+    def set_info(self, task: ApplicationTask, res: Resource) -> None:
+        self.task = task
+        self.res = res
+
+    def execute(self) -> bytes:
+        if self.res is None:
+            raise ShoalError("snapshot: no resource given")
+        opts = self.driver._stored_options(self.res)
+        chance = max(self.driver.cfg["fail_snapshot"], opts.get("fail_snapshot", 0))
+        self.driver._fail(f"snapshot {self.res.identifier}", chance)
+        marker = self.driver._marker(self.res.identifier)
+        if not marker.exists():
+            raise ShoalError(f"snapshot: resource {self.res.identifier} is not allocated")
+        when = utcnow()
+        snapshot = f"{self.res.identifier}-snap-{when.strftime('%Y%m%dT%H%M%S%f')}"
+        (self.driver.workspace / f".{snapshot}").write_text(json.dumps({"label": self.label}))
+        return json.dumps(
+            {
+                "snapshot": snapshot,
+                "identifier": self.res.identifier,
+                "label": self.label,
+                "created": format_time(when),
+            }
+        ).encode()

@@ -1,0 +1,100 @@
+"""The spec's driver-side types, with its JSON names.
+
+`ram` and disk sizes are in GiB (the spec says GB; shoal counts binary units throughout).
+`lifetime` is a duration such as `30m` or `1h30m`; the ledger turns it into an expiry time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from providers.wire import field
+
+STATUS_NONE = "NONE"
+STATUS_ALLOCATED = "ALLOCATED"
+
+
+@dataclass
+class Disk:
+    type: str = field(default="")
+    label: str = field(default="")
+    size: int = field(omitempty=True, default=0)  # GiB
+    reuse: bool = field(default=False)
+    clone: str = field(omitempty=True, default="")
+
+
+@dataclass
+class Resources:
+    """What a definition asks for, and (as node usage) what all local drivers hold."""
+
+    slots: int = field(omitempty=True, default=0)
+    cpu: int = field(default=0)  # vCPUs
+    ram: int = field(default=0)  # GiB
+    disks: dict[str, Disk] = field(omitempty=True, default_factory=dict)
+    network: str = field(omitempty=True, default="")
+    node_filter: list[str] = field(omitempty=True, default_factory=list)
+    multitenancy: bool = field(default=False)
+    cpu_overbook: bool = field(default=False)
+    ram_overbook: bool = field(default=False)
+    lifetime: str = field(omitempty=True, default="")
+
+    def is_empty(self) -> bool:
+        return self.cpu == 0 and self.ram == 0 and not self.disks
+
+
+@dataclass
+class Authentication:
+    username: str = field(default="")
+    password: str = field(default="")
+    key: str = field(default="")
+    port: int = field(default=0)
+
+    def __repr__(self) -> str:  # credentials never reach logs or tracebacks
+        return (
+            f"Authentication(username={self.username!r}, password=***, key=***, port={self.port})"
+        )
+
+
+@dataclass
+class LabelDefinition:
+    driver: str = field(default="")
+    resources: Resources = field(default_factory=Resources)
+    options: dict[str, Any] = field(default_factory=dict)
+    authentication: Authentication | None = field(omitempty=True, default=None)
+
+
+@dataclass
+class Resource:
+    """An allocated resource: the driver's handle on it, stored in the ledger between calls."""
+
+    identifier: str = field(default="")
+    hw_addr: str = field(omitempty=True, default="")
+    ip_addr: str = field(omitempty=True, default="")
+    metadata: dict[str, Any] = field(omitempty=True, default_factory=dict)
+    authentication: Authentication | None = field(omitempty=True, default=None)
+    timeout: datetime | None = field(omitempty=True, default=None)
+
+
+@dataclass
+class ApplicationTask:
+    uid: str = field("UID", omitempty=True, default="")
+    created_at: datetime | None = field(omitempty=True, default=None)
+    updated_at: datetime | None = field(omitempty=True, default=None)
+    application_uid: str = field("application_UID", default="")
+    task: str = field(default="")
+    when: str = field(default="")
+    options: dict[str, Any] = field(omitempty=True, default_factory=dict)
+    result: dict[str, Any] = field(omitempty=True, default_factory=dict)
+
+
+@dataclass
+class Image:
+    """An image to download and unpack into OUT/NAME-VERSION/ (pull arrives with issue 3)."""
+
+    url: str = field(default="")
+    sum: str = field(default="")  # "<algo>:<hex>"
+    name: str = field(default="")
+    version: str = field(default="")
+    tag: str = field(default="")

@@ -1,0 +1,1 @@
+"""Provider catalogs: regions, instance types, resources and prices, behind one registry."""

@@ -1,0 +1,68 @@
+"""The spec's Catalog interface and its registry (`register`, `new_catalog`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from providers.plugins import LazyRegistry
+
+if TYPE_CHECKING:
+    from providers.models import (
+        InstanceTypeSpec,
+        RegionSpec,
+        Resource,
+        ResourceListOptions,
+        ResourcePricing,
+    )
+    from providers.settings import Settings
+
+
+class Catalog(Protocol):
+    """Resource discovery and pricing for one provider."""
+
+    def provider(self) -> str: ...
+
+    def list_regions(self) -> list[RegionSpec]: ...
+
+    def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]: ...
+
+    def list_resources(self, opts: ResourceListOptions) -> list[Resource]: ...
+
+    def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]: ...
+
+    def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]: ...
+
+    def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]: ...
+
+
+Factory = Callable[["Settings"], Catalog]
+
+DEFAULT_PROVIDER = "local"
+
+_REGISTRY: LazyRegistry[Factory] = LazyRegistry(
+    "provider",
+    "shoal.providers",
+    {
+        "local": "providers.local.catalog:LocalCatalog.from_settings",
+    },
+)
+
+
+def register(provider: str, factory: Factory) -> None:
+    """Add a provider factory; last writer wins, ahead of built-ins and entry points."""
+    _REGISTRY.register(provider, factory)
+
+
+def provider_names() -> list[str]:
+    return _REGISTRY.names()
+
+
+def new_catalog(provider: str, settings: Settings | None = None) -> Catalog:
+    """Build the catalog for `provider` from settings (default: from the environment)."""
+    factory = _REGISTRY.get(provider)
+    if settings is None:
+        from providers.settings import Settings
+
+        settings = Settings.from_env()
+    return factory(settings)

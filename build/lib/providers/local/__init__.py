@@ -1,0 +1,1 @@
+"""The `local` provider: this machine as a one-region, one-instance-type catalog."""

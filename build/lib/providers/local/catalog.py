@@ -1,0 +1,258 @@
+"""The `local` catalog: this host's supply, what local drivers hold of it, and config prices.
+
+supply      = host totals - the configured reserve ([local] reserve_cpu, reserve_ram_gib)
+allocated   = the live allocations of local drivers (from the ledger, wired in by the CLI)
+allocatable = supply - allocated, never below zero (overbooking can push allocated past supply)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from providers import selectors
+from providers.errors import ConfigError, UsageError
+from providers.local.host import HostShape, detect
+from providers.models import (
+    InstanceTypeSpec,
+    RegionResourceItem,
+    RegionSpec,
+    Resource,
+    ResourceItem,
+    ResourceListOptions,
+    ResourcePricing,
+    ResourcePricingItem,
+    ResourceStat,
+    ResourceStatItem,
+    selector_record,
+)
+from providers.regions import check_region
+from providers.settings import Settings, config_section
+from providers.timeutil import utcnow
+from providers.usage import AllocationSource, AllocationUsage
+from providers.wire import format_time
+
+PROVIDER = "local"
+REGION = "local"
+INSTANCE_TYPE = "host"
+PRICE_KEYS = {"on_demand": "on_demand_price", "spot": "spot_price", "scheduled": "scheduled_price"}
+
+
+def quantity(value: float) -> str:
+    """A ResourceItem quantity: integers bare, fractions to two places."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _number(section: dict[str, Any], key: str, where: str) -> float:
+    value = section.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"config {where}.{key} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+class LocalCatalog:
+    def __init__(
+        self,
+        host: HostShape,
+        reserve_cpu: float = 0.0,
+        reserve_ram_gib: float = 0.0,
+        prices: ResourcePricingItem | None = None,
+        allocations: AllocationSource | None = None,
+    ) -> None:
+        self.host = host
+        self.reserve_cpu = reserve_cpu
+        self.reserve_ram_gib = reserve_ram_gib
+        self.prices = prices or ResourcePricingItem()
+        self.allocations = allocations
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LocalCatalog:
+        local = config_section(settings.config, "local")
+        pricing = config_section(settings.config, "local", "pricing")
+        unknown = set(pricing) - set(PRICE_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"config [local.pricing] has unknown key {sorted(unknown)[0]!r}; "
+                f"known: {', '.join(PRICE_KEYS)} (USD per hour)"
+            )
+        prices = ResourcePricingItem(
+            **{
+                attr: _number(pricing, key, "[local.pricing]")
+                for key, attr in PRICE_KEYS.items()
+                if key in pricing
+            }
+        )
+        return cls(
+            host=detect(settings.paths.cache_dir / "host.json"),
+            reserve_cpu=_number(local, "reserve_cpu", "[local]"),
+            reserve_ram_gib=_number(local, "reserve_ram_gib", "[local]"),
+            prices=prices,
+            allocations=settings.allocations,
+        )
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def provider(self) -> str:
+        return PROVIDER
+
+    def _region(self) -> RegionSpec:
+        return RegionSpec(name=REGION, location=self.host.hostname)
+
+    def list_regions(self) -> list[RegionSpec]:
+        return [self._region()]
+
+    def _check_region(self, region: RegionSpec | None) -> None:
+        if region is not None and region.name:
+            check_region(PROVIDER, region.name, [REGION])
+
+    def instance_type(self) -> InstanceTypeSpec:
+        gpus = self.host.gpus
+        return InstanceTypeSpec(
+            name=INSTANCE_TYPE,
+            vcpus=self.host.vcpus,
+            memory_gib=self.host.memory_gib,
+            arch=self.host.arch,
+            gpu=gpus[0].model if gpus else "",
+            gpu_count=len(gpus),
+            gpu_memory_gib=gpus[0].memory_gib if gpus else 0.0,
+            region=REGION,
+        )
+
+    def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
+        self._check_region(region)
+        return [self.instance_type()]
+
+    # -- resources ---------------------------------------------------------------------------
+
+    def supply(self) -> ResourceItem:
+        item: ResourceItem = {
+            "cpu": {"vcpu": quantity(max(0.0, self.host.vcpus - self.reserve_cpu))},
+            "memory": {
+                "GiB": quantity(max(0.0, round(self.host.memory_gib - self.reserve_ram_gib, 2)))
+            },
+            "instance": {INSTANCE_TYPE: "1"},
+        }
+        if self.host.gpus:
+            gpu: dict[str, str] = defaultdict(lambda: "0")
+            for g in self.host.gpus:
+                gpu[g.product] = quantity(float(gpu[g.product]) + 1)
+            item["gpu"] = dict(gpu)
+        return item
+
+    @staticmethod
+    def _allocated(usages: Iterable[AllocationUsage]) -> ResourceItem:
+        cpu = 0
+        ram = 0
+        for usage in usages:
+            cpu += usage.cpu
+            ram += usage.ram_gib
+        return {"cpu": {"vcpu": quantity(cpu)}, "memory": {"GiB": quantity(ram)}}
+
+    @staticmethod
+    def _allocatable(supply: ResourceItem, allocated: ResourceItem) -> ResourceItem:
+        out: ResourceItem = {}
+        for rtype, names in supply.items():
+            out[rtype] = {}
+            for name, qty in names.items():
+                used = float(allocated.get(rtype, {}).get(name, "0"))
+                out[rtype][name] = quantity(max(0.0, float(qty) - used))
+        return out
+
+    def _resource_at(self, usages: list[AllocationUsage]) -> Resource:
+        supply = self.supply()
+        allocated = self._allocated(usages)
+        allocatable = self._allocatable(supply, allocated)
+        by_driver: dict[str, list[AllocationUsage]] = defaultdict(list)
+        for usage in usages:
+            by_driver[usage.driver].append(usage)
+        drivers = [
+            RegionResourceItem(
+                key="driver",
+                value=name,
+                stat=ResourceStat(on_demand=ResourceStatItem(allocated=self._allocated(items))),
+            )
+            for name, items in sorted(by_driver.items())
+        ]
+        node = RegionResourceItem(
+            key="node",
+            value=self.host.hostname,
+            stat=ResourceStat(
+                on_demand=ResourceStatItem(
+                    allocated=allocated, supply=supply, allocatable=allocatable
+                )
+            ),
+        )
+        return Resource(
+            region=self._region(),
+            overview=[node],
+            breakdown={"driver": drivers} if drivers else {},
+            provider=PROVIDER,
+        )
+
+    def _usages(self) -> list[AllocationUsage]:
+        return self.allocations.active_local_usage() if self.allocations is not None else []
+
+    def _selected(self, opts: ResourceListOptions, price: dict[str, Any] | None = None) -> bool:
+        if opts.filter is None or not opts.filter.resource_selectors:
+            return True
+        record = selector_record(self.instance_type(), provider=PROVIDER, **(price or {}))
+        return selectors.matches(opts.filter.resource_selectors, record)
+
+    def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
+        self._check_region(opts.region)
+        if not self._selected(opts):
+            return []
+        # Every allocation the ledger holds counts, even an overdue one: it holds the host
+        # until it is freed, and the drivers' capacity check counts it too.
+        return [self._resource_at(self._usages())]
+
+    @staticmethod
+    def _window(opts: ResourceListOptions) -> tuple[datetime, datetime]:
+        start = opts.start_time or utcnow()
+        end = opts.end_time or start
+        if end < start:
+            raise UsageError(
+                f"--end {format_time(end)} is before --start {format_time(start)}; swap them"
+            )
+        return start, end
+
+    def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
+        """The resource view at the window's start, at each expiry inside it, and at its end."""
+        self._check_region(opts.region)
+        start, end = self._window(opts)
+        if not self._selected(opts):
+            return {}
+        usages = self._usages()
+        now = utcnow()
+        # An allocation frees the host at its expiry; an overdue one (expiry already past)
+        # is still held until it is freed, which has no known time: it counts throughout.
+        releases = [u.expires for u in usages if u.expires is not None and u.expires > now]
+        points = {start, end}
+        points.update(at for at in releases if start < at < end)
+        out: dict[str, Resource] = {}
+        for at in sorted(points):
+            live = [u for u in usages if u.expires is None or u.expires <= now or u.expires > at]
+            out[format_time(at)] = self._resource_at(live)
+        return out
+
+    # -- pricing -----------------------------------------------------------------------------
+
+    def _pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
+        self._check_region(opts.region)
+        price = {"price": self.prices.on_demand_price, "spot_price": self.prices.spot_price}
+        if not self._selected(opts, price):
+            return [ResourcePricing(region=self._region(), items={})]
+        return [ResourcePricing(region=self._region(), items={INSTANCE_TYPE: self.prices})]
+
+    def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
+        return self._pricing(opts)
+
+    def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
+        """Config prices do not change over time: the same figures at the window's ends."""
+        start, end = self._window(opts)
+        pricing = self._pricing(opts)[0]
+        return {format_time(at): pricing for at in sorted({start, end})}

@@ -1,0 +1,142 @@
+"""Catalog models: the types of the spec's `catalog` package, with its JSON names.
+
+Quantities in a ResourceItem are strings, as in the spec (`"2118"`), so that cpu `"3.5"`,
+memory in GiB and GPU counts share one shape: resource type -> resource name -> quantity.
+Prices are USD per hour unless a `currency` says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from providers.wire import field
+
+# resource type -> resource name -> quantity (a decimal string)
+ResourceItem = dict[str, dict[str, str]]
+# RFC 3339 timestamp -> ResourceItem
+ScheduledResourceItem = dict[str, ResourceItem]
+
+
+@dataclass
+class RegionSpec:
+    """A provider's region; `name` is provider-specific (`local`, `us-east-1`, a context)."""
+
+    name: str = field(default="")
+    zones: list[str] = field(omitempty=True, default_factory=list)
+    location: str = field(omitempty=True, default="")
+
+
+@dataclass
+class InstanceTypeSpec:
+    """One instance type's shape. Memory in GiB; GPU memory in GiB per GPU."""
+
+    name: str = field(default="")
+    vcpus: float = field(default=0.0)
+    memory_gib: float = field(default=0.0)
+    arch: str = field(default="")
+    gpu: str = field(omitempty=True, default="")
+    gpu_count: int = field(default=0)
+    gpu_memory_gib: float = field(omitempty=True, default=0.0)
+    region: str = field(omitempty=True, default="")
+
+
+@dataclass
+class Selector:
+    """One requirement: `key operator values`. Operators: = != > >= < <= in notin exists."""
+
+    key: str = field(default="")
+    operator: str = field(default="exists")
+    values: list[str] = field(omitempty=True, default_factory=list)
+
+
+@dataclass
+class ListResourceFilter:
+    resource_selectors: list[Selector] = field("resourceSelectors", default_factory=list)
+
+
+@dataclass
+class ResourceListOptions:
+    region: RegionSpec = field(default_factory=RegionSpec)
+    start_time: datetime | None = field(omitempty=True, default=None)
+    end_time: datetime | None = field(omitempty=True, default=None)
+    filter: ListResourceFilter | None = field(omitempty=True, default=None)
+
+
+@dataclass
+class ResourceStatItem:
+    allocated: ResourceItem = field(default_factory=dict)
+    supply: ResourceItem = field(default_factory=dict)
+    allocatable: ResourceItem = field(default_factory=dict)
+
+
+@dataclass
+class ScheduledResourceStatItem:
+    allocated: ScheduledResourceItem = field(default_factory=dict)
+    supply: ScheduledResourceItem = field(default_factory=dict)
+    allocatable: ScheduledResourceItem = field(default_factory=dict)
+
+
+@dataclass
+class ResourceStat:
+    on_demand: ResourceStatItem | None = field("onDemand", omitempty=True, default=None)
+    spot: ResourceStatItem | None = field(omitempty=True, default=None)
+    scheduled: ScheduledResourceStatItem | None = field(omitempty=True, default=None)
+
+
+@dataclass
+class RegionResourceItem:
+    next_level: list[RegionResourceItem] = field("nextLevel", omitempty=True, default_factory=list)
+    key: str = field(default="")
+    value: str = field(default="")
+    stat: ResourceStat = field(default_factory=ResourceStat)
+
+
+@dataclass
+class RegionResource:
+    region: RegionSpec | None = field(default=None)
+    overview: list[RegionResourceItem] = field(default_factory=list)
+    breakdown: dict[str, list[RegionResourceItem]] = field(omitempty=True, default_factory=dict)
+
+
+@dataclass
+class Resource:
+    """RegionResource plus the provider name (Go embeds RegionResource; JSON is flat)."""
+
+    region: RegionSpec | None = field(default=None)
+    overview: list[RegionResourceItem] = field(default_factory=list)
+    breakdown: dict[str, list[RegionResourceItem]] = field(omitempty=True, default_factory=dict)
+    provider: str = field(default="")
+
+
+@dataclass
+class ResourcePricingItem:
+    """Hourly prices in USD (or the catalog's stated currency); None means not offered/known."""
+
+    on_demand_price: float | None = field("onDemandPrice", omitempty=True, default=None)
+    spot_price: float | None = field("spotPrice", omitempty=True, default=None)
+    scheduled_price: float | None = field("scheduledPrice", omitempty=True, default=None)
+
+
+@dataclass
+class ResourcePricing:
+    region: RegionSpec = field(default_factory=RegionSpec)
+    items: dict[str, ResourcePricingItem] = field(default_factory=dict)
+
+
+def selector_record(spec: InstanceTypeSpec, **extra: Any) -> dict[str, Any]:
+    """The provider-neutral keys a `--select` can test for one instance type."""
+    record: dict[str, Any] = {
+        "name": spec.name,
+        "instance_type": spec.name,
+        "vcpus": spec.vcpus,
+        "memory_gib": spec.memory_gib,
+        "arch": spec.arch,
+        "gpu": spec.gpu or None,
+        "gpu_count": spec.gpu_count,
+        "gpu_memory_gib": spec.gpu_memory_gib or None,
+        "region": spec.region or None,
+    }
+    record.update(extra)
+    return record

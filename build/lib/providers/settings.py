@@ -1,0 +1,146 @@
+"""Where shoal keeps its files, which config it reads, and what a provider is built from.
+
+Every environment variable is a named constant here; the CLI shows each in `--help`.
+`SHOAL_HOME` overrides every path (config, state, cache, data), which is what tests use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from providers.env import ENV_CONFIG, ENV_DRIVER, ENV_HOME, ENV_NO_COLOR, ENV_PROVIDER
+from providers.errors import ConfigError
+from providers.usage import AllocationSource
+
+__all__ = [
+    "ENV_CONFIG",
+    "ENV_DRIVER",
+    "ENV_HOME",
+    "ENV_NO_COLOR",
+    "ENV_PROVIDER",
+    "Paths",
+    "Settings",
+]
+
+APP_NAME = "shoal"
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_file: Path
+    state_dir: Path
+    cache_dir: Path
+    data_dir: Path
+    home_from_env: bool = False
+
+    @property
+    def ledger_file(self) -> Path:
+        return self.state_dir / "ledger.sqlite"
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.state_dir / "workspaces"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Paths:
+        env = os.environ if env is None else env
+        home = env.get(ENV_HOME)
+        config_override = env.get(ENV_CONFIG)
+        if home:
+            root = Path(home)
+            if not root.exists():
+                raise ConfigError(
+                    f"{ENV_HOME}={home} does not exist; create the directory or unset {ENV_HOME}"
+                )
+            if not root.is_dir():
+                raise ConfigError(f"{ENV_HOME}={home} is not a directory; point it at a directory")
+            paths = cls(
+                config_file=root / "config.toml",
+                state_dir=root / "state",
+                cache_dir=root / "cache",
+                data_dir=root / "data",
+                home_from_env=True,
+            )
+        else:
+            import platformdirs
+
+            paths = cls(
+                config_file=Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml",
+                state_dir=Path(platformdirs.user_state_dir(APP_NAME)),
+                cache_dir=Path(platformdirs.user_cache_dir(APP_NAME)),
+                data_dir=Path(platformdirs.user_data_dir(APP_NAME)),
+            )
+        if config_override:
+            paths = cls(
+                Path(config_override),
+                paths.state_dir,
+                paths.cache_dir,
+                paths.data_dir,
+                paths.home_from_env,
+            )
+        return paths
+
+    def ensure_dir(self, path: Path) -> Path:
+        """Create `path` (under the state/cache/data roots) or fail with a config error."""
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / f".shoal-write-probe-{os.getpid()}"
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            where = f"{ENV_HOME} ({path})" if self.home_from_env else str(path)
+            raise ConfigError(
+                f"{where} is not writable: {exc.strerror or exc}; fix its permissions "
+                f"or set {ENV_HOME} to a writable directory"
+            ) from None
+        return path
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Read the TOML config; a missing file is an empty config, a broken one a ConfigError."""
+    import tomllib
+
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        return {}
+    except IsADirectoryError:
+        raise ConfigError(
+            f"config file {path} is a directory; remove it or set {ENV_CONFIG}"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+
+
+def config_section(config: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    """A nested table of the config, `{}` when absent; a non-table is a ConfigError."""
+    node: Any = config
+    for i, key in enumerate(keys):
+        node = node.get(key, {}) if isinstance(node, Mapping) else None
+        if not isinstance(node, Mapping):
+            dotted = ".".join(keys[: i + 1])
+            raise ConfigError(f"config [{dotted}] must be a table; see README 'Config file'")
+    return dict(node)
+
+
+@dataclass
+class Settings:
+    """Everything a provider factory may use: paths, config, environment, wired sources."""
+
+    paths: Paths
+    config: dict[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    allocations: AllocationSource | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = dict(os.environ) if env is None else dict(env)
+        paths = Paths.from_env(env)
+        return cls(paths=paths, config=load_config(paths.config_file), env=env)

@@ -1,0 +1,50 @@
+"""RFC 3339 times and Go-style durations, with errors that name the field."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from providers.errors import UsageError
+
+_EXAMPLE = "2026-03-07T03:29:00Z"
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_time(text: str, field: str) -> datetime:
+    """Parse an RFC 3339 timestamp (an offset or `Z` is required) into an aware UTC datetime."""
+    raw = text.strip()
+    if not re.fullmatch(
+        r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", raw
+    ):
+        raise UsageError(f"{field}: {text!r} is not an RFC 3339 time; use for example {_EXAMPLE}")
+    try:
+        value = datetime.fromisoformat(raw.replace("z", "Z"))
+    except ValueError:
+        raise UsageError(
+            f"{field}: {text!r} is not a valid date or time; use for example {_EXAMPLE}"
+        ) from None
+    return value.astimezone(UTC)
+
+
+def parse_duration(text: str, field: str) -> timedelta:
+    """Parse a Go-style duration such as `90s`, `1h30m` or `2d` (days are an extension)."""
+    raw = text.strip()
+    pos = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(raw):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if not raw or pos != len(raw):
+        raise UsageError(f"{field}: {text!r} is not a duration; use for example 30m, 1h30m or 2d")
+    if total <= 0:
+        raise UsageError(f"{field}: duration must be greater than zero, got {text!r}")
+    return timedelta(seconds=total)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

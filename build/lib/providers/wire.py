@@ -1,0 +1,215 @@
+"""Dataclass <-> JSON codec with Go `encoding/json` semantics.
+
+The spec's types are Go structs with json tags: exact field names (`onDemand`, `nextLevel`)
+and `omitempty`. Models here are plain dataclasses (cheap to import: the CLI's cold start has
+no room for a validation framework) whose fields carry their wire name and omitempty flag in
+metadata; this module turns them into JSON-ready values and back, with errors that name the
+field path at fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from providers.errors import UsageError
+
+T = TypeVar("T")
+
+
+class WireError(UsageError):
+    """A JSON document does not fit a model; `path` is the dotted field path."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path or "(document)"
+        super().__init__(f"{self.path}: {message}")
+
+
+def field(
+    wire: str | None = None,
+    *,
+    omitempty: bool = False,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
+    """A dataclass field with its JSON name and Go omitempty flag."""
+    meta = {"wire": wire, "omitempty": omitempty}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FieldInfo:
+    name: str
+    wire: str
+    omitempty: bool
+    hint: Any
+    required: bool
+    nullable: bool  # a Go pointer: omitempty drops only nil, never a zero value
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[_FieldInfo, ...]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        out.append(
+            _FieldInfo(
+                name=f.name,
+                wire=f.metadata.get("wire") or f.name,
+                omitempty=bool(f.metadata.get("omitempty")),
+                hint=hints[f.name],
+                required=required,
+                nullable=_is_optional(hints[f.name]),
+            )
+        )
+    return tuple(out)
+
+
+def _is_optional(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _is_empty(value: Any) -> bool:
+    # Go's omitempty: false, 0, "", nil pointer, empty map or slice.
+    if value is None or value is False:
+        return True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == 0
+    if isinstance(value, (str, list, dict, tuple)):
+        return len(value) == 0
+    return False
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC, whole seconds, with a `Z`, as the spec's `2026-03-07T03:29:00Z`."""
+    from datetime import UTC
+
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_wire(obj: Any) -> Any:
+    """Turn a model (or nested containers of models) into JSON-ready values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        for info in _fields(type(obj)):
+            value = getattr(obj, info.name)
+            if info.omitempty and (value is None if info.nullable else _is_empty(value)):
+                continue
+            out[info.wire] = to_wire(value)
+        return out
+    if isinstance(obj, dict):
+        return {str(k): to_wire(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_wire(v) for v in obj]
+    if isinstance(obj, datetime):
+        return format_time(obj)
+    return obj
+
+
+def _type_name(value: Any) -> str:
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def from_wire(cls: type[T], data: Any, path: str = "", *, strict: bool = True) -> T:
+    """Build `cls` from JSON-decoded `data`; unknown keys are errors when `strict`."""
+    return typing.cast(T, _decode(cls, data, path, strict))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _decode(hint: Any, data: Any, path: str, strict: bool) -> Any:
+    if hint is Any:
+        return data
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if data is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        if len(non_none) == 1:
+            return _decode(non_none[0], data, path, strict)
+        errors = []
+        for arg in non_none:
+            try:
+                return _decode(arg, data, path, strict)
+            except WireError as exc:
+                errors.append(str(exc))
+        raise WireError(path, f"does not match any allowed type ({'; '.join(errors)})")
+    if origin is list:
+        if not isinstance(data, list):
+            raise WireError(path, f"expected an array, got {_type_name(data)}")
+        (item,) = typing.get_args(hint)
+        return [_decode(item, v, f"{path}[{i}]", strict) for i, v in enumerate(data)]
+    if origin is dict:
+        if not isinstance(data, Mapping):
+            raise WireError(path, f"expected an object, got {_type_name(data)}")
+        _, val = typing.get_args(hint)
+        return {str(k): _decode(val, v, _join(path, str(k)), strict) for k, v in data.items()}
+    if dataclasses.is_dataclass(hint):
+        return _decode_dataclass(typing.cast(type, hint), data, path, strict)
+    if hint is bool:
+        if not isinstance(data, bool):
+            raise WireError(path, f"expected true or false, got {_type_name(data)}")
+        return data
+    if hint is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            if isinstance(data, float) and data.is_integer():
+                return int(data)
+            raise WireError(path, f"expected an integer, got {_type_name(data)} {data!r}")
+        return data
+    if hint is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise WireError(path, f"expected a number, got {_type_name(data)} {data!r}")
+        return float(data)
+    if hint is str:
+        if not isinstance(data, str):
+            raise WireError(path, f"expected a string, got {_type_name(data)}")
+        return data
+    if hint is datetime:
+        from providers.timeutil import parse_time
+
+        if not isinstance(data, str):
+            raise WireError(path, "expected an RFC 3339 time string")
+        try:
+            return parse_time(data, path or "time")
+        except UsageError as exc:
+            raise WireError(path, str(exc)) from None
+    raise TypeError(f"wire codec cannot decode {hint!r} at {path}")
+
+
+def _decode_dataclass(cls: type, data: Any, path: str, strict: bool) -> Any:
+    if not isinstance(data, Mapping):
+        raise WireError(path, f"expected an object, got {_type_name(data)}")
+    infos = _fields(cls)
+    by_wire = {i.wire: i for i in infos}
+    if strict:
+        for key in data:
+            if key not in by_wire:
+                known = ", ".join(sorted(by_wire))
+                raise WireError(_join(path, str(key)), f"unknown field; known fields: {known}")
+    kwargs: dict[str, Any] = {}
+    for info in infos:
+        if info.wire in data:
+            kwargs[info.name] = _decode(info.hint, data[info.wire], _join(path, info.wire), strict)
+        elif info.required:
+            raise WireError(_join(path, info.wire), "required field is missing")
+    return cls(**kwargs)

@@ -1,0 +1,498 @@
+"""`alloc`, `status`, `free` from the command line: definitions, errors, races and signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import shoal_argv, shoal_env
+
+ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
+LIMIT_3 = '[drivers."test/default"]\ncpu_limit = 3\nram_limit = 10\n'
+LIMIT_1 = '[drivers."test/default"]\ncpu_limit = 1\nram_limit = 10\n'
+
+
+@pytest.fixture
+def limited(write_config: Callable[[str], Path]) -> None:
+    write_config(LIMIT_3)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """Real `shoal` processes a test starts; killed and reaped whatever happens."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+def default_sigint() -> None:
+    # A shell that started us in the background may have left SIGINT ignored, and Python
+    # then never raises KeyboardInterrupt; a user's shoal in a terminal has the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def spawn(home: Path, procs: list[subprocess.Popen[str]], *args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        shoal_argv(*args),
+        env=shoal_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    procs.append(proc)
+    return proc
+
+
+def rows(cli, *flags: str) -> dict[str, str]:
+    run = cli("status", "--json", *flags)
+    assert run.exit_code == 0, run
+    return {r["id"]: r["status"] for r in run.json()}
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def allocated_cpu(cli) -> str:
+    run = cli("resources", "--json")
+    assert run.exit_code == 0, run
+    return run.json()[0]["overview"][0]["stat"]["onDemand"]["allocated"]["cpu"]["vcpu"]
+
+
+def new_id(cli, *args: str) -> str:
+    run = cli(*(args or ALLOC))
+    assert run.exit_code == 0, run
+    return run.stdout.strip()
+
+
+# -- definitions -----------------------------------------------------------------------------
+
+
+def test_alloc_from_json_file(cli, limited: None, tmp_path: Path) -> None:
+    path = tmp_path / "def.json"
+    path.write_text(json.dumps({"driver": "test", "resources": {"cpu": 2, "ram": 3}}))
+    ident = new_id(cli, "alloc", str(path))
+    shown = cli("status", ident, "--json").json()
+    assert (shown["driver"], shown["cpu"], shown["ram"]) == ("test/default", 2, 3)
+    assert shown["status"] == "ALLOCATED"
+
+
+def test_alloc_from_yaml_file(cli, limited: None, tmp_path: Path) -> None:
+    path = tmp_path / "def.yaml"
+    path.write_text(
+        "# a comment\ndriver: test\nresources:\n  cpu: 1\n  ram: 4\n  lifetime: 2h\n"
+        "options:\n  delay_allocate: 0\n"
+    )
+    ident = new_id(cli, "alloc", str(path))
+    shown = cli("status", ident, "--json").json()
+    assert (shown["cpu"], shown["ram"]) == (1, 4)
+    assert shown["expires"] is not None
+    assert shown["definition"]["options"] == {"delay_allocate": 0}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"driver": "test", "resources": {"cpu": 1, "ram": 2}}',
+        "driver: test\nresources: {cpu: 1, ram: 2}\n",
+    ],
+    ids=["json", "yaml"],
+)
+def test_alloc_from_stdin(cli, limited: None, text: str) -> None:
+    run = cli("alloc", "-", input=text)
+    assert run.exit_code == 0, run
+    shown = cli("status", run.stdout.strip(), "--json").json()
+    assert (shown["cpu"], shown["ram"]) == (1, 2)
+
+
+def test_flags_override_the_file(cli, limited: None, tmp_path: Path) -> None:
+    path = tmp_path / "def.json"
+    path.write_text(json.dumps({"driver": "test", "resources": {"cpu": 2, "ram": 3}}))
+    ident = new_id(cli, "alloc", str(path), "--cpu", "1")
+    assert cli("status", ident, "--json").json()["cpu"] == 1
+
+
+def test_missing_definition_file(cli, limited: None, tmp_path: Path) -> None:
+    run = cli("alloc", str(tmp_path / "nope.json"))
+    assert run.exit_code == 2
+    assert "nope.json" in run.stderr
+
+
+def test_malformed_json_names_file_line_and_column(cli, limited: None, tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{\n  "driver": "test",\n  "resources": {"cpu": 1,, "ram": 1}\n}\n')
+    run = cli("alloc", str(path))
+    assert run.exit_code == 2
+    assert f"{path}:3:26:" in run.stderr
+    assert run.stdout == ""
+    assert rows(cli, "--all") == {}
+
+
+def test_malformed_yaml_names_line_and_column(cli, limited: None, tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("driver: test\nresources:\n  cpu: 1\n  ram: : 1\n")
+    run = cli("alloc", str(path))
+    assert run.exit_code == 2
+    assert f"{path}:4:8:" in run.stderr
+    assert rows(cli, "--all") == {}
+
+
+def test_malformed_stdin_is_named_stdin(cli, limited: None) -> None:
+    run = cli("alloc", "-", input='{"driver": "test",\n "resources": }')
+    assert run.exit_code == 2
+    assert "<stdin>:2:" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        (("--cpu", "0", "--ram", "1"), "resources.cpu"),
+        (("--cpu", "-1", "--ram", "1"), "resources.cpu"),
+        (("--cpu", "1", "--ram", "0"), "resources.ram"),
+        (("--cpu", "1"), "resources.ram"),  # missing is zero
+    ],
+)
+def test_bad_sizes_from_flags(cli, limited: None, flags: tuple[str, ...], field: str) -> None:
+    run = cli("alloc", "--driver", "test", *flags)
+    assert run.exit_code == 2
+    assert field in run.stderr
+    assert rows(cli, "--all") == {}
+
+
+@pytest.mark.parametrize(
+    ("resources", "field"),
+    [
+        ({"cpu": 0, "ram": 1}, "resources.cpu"),
+        ({"cpu": -1, "ram": 1}, "resources.cpu"),
+        ({"cpu": 1, "ram": 0}, "resources.ram"),
+        ({"cpu": "two", "ram": 1}, "resources.cpu"),
+        ({"cpu": 1, "ram": 1, "lifetime": "soon"}, "resources.lifetime"),
+    ],
+)
+def test_bad_sizes_from_a_file(
+    cli, limited: None, tmp_path: Path, resources: dict[str, Any], field: str
+) -> None:
+    path = tmp_path / "def.json"
+    path.write_text(json.dumps({"driver": "test", "resources": resources}))
+    run = cli("alloc", str(path))
+    assert run.exit_code == 2
+    assert field in run.stderr
+    assert str(path) in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("document", "named"),
+    [
+        ({"driver": "test", "resources": {"cpu": 1, "ram": 1}, "colour": "red"}, "colour"),
+        ({"driver": "test", "resources": {"cpu": 1, "ram": 1, "gpus": 2}}, "resources.gpus"),
+    ],
+)
+def test_unknown_field_is_named(
+    cli, limited: None, tmp_path: Path, document: dict[str, Any], named: str
+) -> None:
+    path = tmp_path / "def.json"
+    path.write_text(json.dumps(document))
+    run = cli("alloc", str(path))
+    assert run.exit_code == 2
+    assert named in run.stderr
+    assert "unknown field" in run.stderr
+    assert rows(cli, "--all") == {}
+
+
+def test_definition_must_be_an_object(cli, limited: None) -> None:
+    run = cli("alloc", "-", input="[1, 2, 3]")
+    assert run.exit_code == 2
+    assert "object" in run.stderr
+
+
+def test_driver_is_required(cli, limited: None) -> None:
+    run = cli("alloc", "--cpu", "1", "--ram", "1")
+    assert run.exit_code == 2
+    assert "driver" in run.stderr
+
+
+# -- dry run ---------------------------------------------------------------------------------
+
+
+def test_dry_run_prints_the_count_and_writes_nothing(cli, limited: None, home: Path) -> None:
+    run = cli(*ALLOC, "--dry-run")
+    assert run.exit_code == 0, run
+    assert run.stdout == "3\n"
+    assert not (home / "state" / "ledger.sqlite").exists()
+    assert rows(cli, "--all") == {}
+
+    ident = new_id(cli)
+    again = cli(*ALLOC, "--dry-run")
+    assert again.stdout == "2\n"
+    assert rows(cli, "--all") == {ident: "ALLOCATED"}
+    bigger = cli("alloc", "--driver", "test", "--cpu", "2", "--ram", "1", "--dry-run", "--json")
+    assert bigger.exit_code == 0
+    result = bigger.json()
+    assert result["fits"] == 1
+    assert result["unlimited"] is False
+    assert result["node_usage"] == {"cpu": 1, "ram": 1}
+    assert rows(cli, "--all") == {ident: "ALLOCATED"}
+
+
+def test_dry_run_without_limits_is_unlimited(cli) -> None:
+    run = cli(*ALLOC, "--dry-run")
+    assert run.exit_code == 0
+    assert run.stdout == "unlimited\n"
+    assert cli(*ALLOC, "--dry-run", "--json").json()["fits"] is None
+
+
+def test_dry_run_when_full_prints_zero(cli, limited: None) -> None:
+    for _ in range(3):
+        new_id(cli)
+    run = cli(*ALLOC, "--dry-run")
+    assert run.exit_code == 0
+    assert run.stdout == "0\n"
+
+
+# -- free and status -------------------------------------------------------------------------
+
+
+def test_free_twice_is_harmless(cli, limited: None) -> None:
+    ident = new_id(cli)
+    first = cli("free", ident)
+    assert first.exit_code == 0
+    second = cli("free", ident)
+    assert second.exit_code == 0
+    assert "already freed" in second.stderr
+    as_json = cli("free", ident, "--json")
+    assert as_json.exit_code == 0
+    assert as_json.json()["changed"] is False
+    assert as_json.json()["status"] == "FREED"
+
+
+def test_free_unknown_id_exits_1(cli, limited: None) -> None:
+    new_id(cli)
+    run = cli("free", "test-00000000")
+    assert run.exit_code == 1
+    assert "test-00000000" in run.stderr
+
+
+def test_free_needs_an_id_or_expired(cli, limited: None) -> None:
+    assert cli("free").exit_code == 2
+    assert cli("free", "test-1", "--expired").exit_code == 2
+
+
+def test_free_releases_capacity(cli, write_config: Callable[[str], Path]) -> None:
+    write_config(LIMIT_1)
+    ident = new_id(cli)
+    assert cli(*ALLOC).exit_code == 75
+    assert cli("free", ident).exit_code == 0
+    assert cli(*ALLOC).exit_code == 0
+
+
+def test_free_expired_frees_only_expired_ones(cli, limited: None) -> None:
+    short = new_id(cli, *ALLOC, "--lifetime", "1s")
+    long = new_id(cli, *ALLOC, "--lifetime", "1h")
+    forever = new_id(cli)
+    expires = cli("status", short, "--json").json()["expires"]
+    due = datetime.strptime(expires, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    wait_for(lambda: datetime.now(UTC) > due, "the short lifetime to pass", timeout=30)
+    time.sleep(0.2)
+
+    run = cli("free", "--expired")
+    assert run.exit_code == 0, run
+    assert short in run.stderr
+    assert long not in run.stderr and forever not in run.stderr
+    assert rows(cli, "--all") == {short: "FREED", long: "ALLOCATED", forever: "ALLOCATED"}
+    again = cli("free", "--expired", "--json")
+    assert again.exit_code == 0
+    assert again.json() == []
+
+
+def test_status_lists_live_and_all(cli, limited: None) -> None:
+    kept = new_id(cli)
+    gone = new_id(cli)
+    cli("free", gone)
+    listing = cli("status")
+    assert listing.exit_code == 0
+    assert kept in listing.stdout
+    assert gone not in listing.stdout
+    everything = cli("status", "--all")
+    assert kept in everything.stdout and gone in everything.stdout
+    assert "FREED" in everything.stdout
+    assert rows(cli) == {kept: "ALLOCATED"}
+    assert rows(cli, "--all") == {kept: "ALLOCATED", gone: "FREED"}
+
+
+def test_status_of_unknown_id_exits_1(cli, limited: None) -> None:
+    run = cli("status", "test-ffffffff")
+    assert run.exit_code == 1
+    assert "test-ffffffff" in run.stderr
+
+
+def test_json_output_is_only_json_on_stdout(cli, limited: None) -> None:
+    allocated = cli(*ALLOC, "--json")
+    ident = allocated.json()["id"]
+    outputs = [
+        allocated,
+        cli(*ALLOC, "--dry-run", "--json"),
+        cli("status", "--json"),
+        cli("status", "--all", "--json"),
+        cli("status", ident, "--json"),
+        cli("task", ident, "snapshot"),
+        cli("free", ident, "--json"),
+        cli("free", ident, "--json"),  # already freed
+        cli("free", "--expired", "--json"),
+        cli("drivers", "--json"),
+    ]
+    for run in outputs:
+        assert run.exit_code == 0, run
+        json.loads(run.stdout)  # the whole of stdout is one JSON document
+
+
+def test_json_output_of_a_real_process(shoal_proc, write_config) -> None:
+    write_config(LIMIT_3)
+    done = shoal_proc(*ALLOC, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "ALLOCATED"
+    listed = shoal_proc("status", "--json")
+    assert [r["status"] for r in json.loads(listed.stdout)] == ["ALLOCATED"]
+
+
+def test_password_never_appears_in_output(cli, limited: None, tmp_path: Path) -> None:
+    password, key = "pw-Zq8xV3-do-not-print", "key-material-Kf92-do-not-print"
+    definition = {
+        "driver": "test",
+        "resources": {"cpu": 1, "ram": 1},
+        "authentication": {"username": "svc", "password": password, "key": key, "port": 22},
+    }
+    path = tmp_path / "secret.json"
+    path.write_text(json.dumps(definition))
+    allocated = cli("alloc", str(path))
+    ident = allocated.stdout.strip()
+    runs = [
+        allocated,
+        cli("alloc", str(path), "--json"),
+        cli("alloc", str(path), "--dry-run"),
+        cli("alloc", str(path), "--dry-run", "--json"),
+        cli("alloc", str(path), "-o", "fail_allocate=255"),
+        cli("alloc", "-", input=json.dumps(definition)),
+        cli("status"),
+        cli("status", "--json"),
+        cli("status", "--all", "--json"),
+        cli("status", ident),
+        cli("status", ident, "--json"),
+        cli("task", ident, "snapshot"),
+        cli("free", ident, "--json"),
+        cli("status", ident, "--json"),
+    ]
+    assert allocated.exit_code == 0
+    assert cli("status", ident, "--json").json()["status"] == "FREED"
+    for run in runs:
+        assert password not in run.stdout + run.stderr, run
+        assert key not in run.stdout + run.stderr, run
+
+
+def test_mistyped_password_is_not_echoed(cli, limited: None, tmp_path: Path) -> None:
+    path = tmp_path / "secret.yaml"
+    path.write_text(
+        "driver: test\nresources: {cpu: 1, ram: 1}\n"
+        "authentication: {username: svc, password: 918273645546372819}\n"
+    )
+    run = cli("alloc", str(path))
+    assert run.exit_code == 2
+    assert "authentication.password" in run.stderr
+    assert "918273645546372819" not in run.stdout + run.stderr
+
+
+# -- real processes: races and signals -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_concurrent_allocs_never_oversubscribe(
+    cli, limited: None, home: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    racers = [spawn(home, procs, *ALLOC) for _ in range(8)]
+    outputs = [p.communicate(timeout=120) for p in racers]
+    results = [(p.returncode, out, err) for p, (out, err) in zip(racers, outputs, strict=True)]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 0, 0, 75, 75, 75, 75, 75], results
+    for code, out, err in results:
+        if code == 75:
+            assert "no capacity" in err
+            assert out == ""
+    winners = {out.strip() for code, out, _ in results if code == 0}
+    assert rows(cli) == dict.fromkeys(winners, "ALLOCATED")
+    assert allocated_cpu(cli) == "3"
+
+
+def start_stalled_alloc(
+    cli, home: Path, procs: list[subprocess.Popen[str]]
+) -> tuple[subprocess.Popen[str], str]:
+    proc = spawn(home, procs, *ALLOC, "-o", "delay_allocate=30")
+
+    def allocating() -> str | None:
+        if proc.poll() is not None:
+            pytest.fail(f"alloc ended early: {proc.communicate()}")
+        return next((i for i, s in rows(cli).items() if s == "ALLOCATING"), None)
+
+    ident = wait_for(allocating, "the row to be ALLOCATING")
+    assert allocated_cpu(cli) == "1"  # the reservation holds while its owner lives
+    return proc, ident
+
+
+@pytest.mark.slow
+def test_kill_9_mid_alloc_releases_the_reservation(
+    cli, write_config: Callable[[str], Path], home: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    write_config(LIMIT_1)
+    proc, ident = start_stalled_alloc(cli, home, procs)
+    assert cli(*ALLOC).exit_code == 75  # full while it runs
+
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    assert allocated_cpu(cli) == "0"
+    listing = cli("status")
+    assert listing.exit_code == 0
+    assert ident not in listing.stdout  # no longer held, so no longer listed
+    assert ident in listing.stderr  # the cleanup is reported once
+    assert rows(cli, "--all")[ident] == "FAILED"
+    shown = cli("status", ident, "--json").json()
+    assert "died" in shown["note"]
+    assert new_id(cli).startswith("test-")
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_alloc_exits_130_and_holds_nothing(
+    cli, write_config: Callable[[str], Path], home: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    write_config(LIMIT_1)
+    proc, ident = start_stalled_alloc(cli, home, procs)
+
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert out == ""
+
+    assert allocated_cpu(cli) == "0"
+    assert rows(cli, "--all") == {ident: "FAILED"}
+    assert cli("status", ident, "--json").json()["note"] == "interrupted"
+    assert new_id(cli).startswith("test-")

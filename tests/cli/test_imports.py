@@ -1,0 +1,54 @@
+"""Cold start: what a command imports is pinned, so heavy modules stay where they are used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import shoal_env
+
+PROBE = """
+import json, sys
+sys.argv = ["shoal", *json.loads(sys.argv[1])]
+from cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+sys.stdout.flush()
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+NEVER_AT_START = {"httpx", "pydantic", "yaml", "boto3", "botocore"}
+
+
+def _modules(home: Path, *args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        env=shoal_env(home),
+        check=True,
+    )
+    line = [ln for ln in done.stderr.splitlines() if ln.startswith("MODULES ")][-1]
+    return set(json.loads(line[len("MODULES ") :]))
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_help_imports_no_provider_driver_or_storage_code(home: Path) -> None:
+    loaded = _modules(home, "--help")
+    assert not (_top(loaded) & NEVER_AT_START)
+    assert "sqlite3" not in loaded
+    assert not [m for m in loaded if m.startswith(("drivers.", "providers.local"))]
+    assert "platformdirs" not in loaded
+
+
+def test_json_commands_do_not_import_rich_or_parsers(home: Path) -> None:
+    for args in (["regions", "--json"], ["resources", "--json"], ["status", "--json"]):
+        loaded = _modules(home, *args)
+        assert not (_top(loaded) & (NEVER_AT_START | {"rich"})), args

@@ -1,0 +1,123 @@
+"""Shared fixtures: an isolated SHOAL_HOME, the `cli` runner, and real `shoal` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Run:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def write_config(home: Path) -> Callable[[str], Path]:
+    def write(text: str) -> Path:
+        path = home / "config.toml"
+        path.write_text(text)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def cli(home: Path) -> Callable[..., Run]:
+    """Run `shoal ARGS` in-process with an isolated SHOAL_HOME and pinned COLUMNS."""
+    from cli.app import app
+
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Run:
+        full_env = {
+            "SHOAL_HOME": str(home),
+            "COLUMNS": "200",
+            "NO_COLOR": "1",
+            "SHOAL_PROVIDER": None,
+            "SHOAL_DRIVER": None,
+            "SHOAL_CONFIG": None,
+        }
+        full_env.update(env or {})
+        result = runner.invoke(app, list(args), input=input, env=full_env, catch_exceptions=False)
+        return Run(result.exit_code, result.stdout, result.stderr)
+
+    return run
+
+
+@pytest.fixture
+def shoal_proc(home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run `shoal ARGS` as a real process (for concurrency, signals and kill -9)."""
+
+    def run(
+        *args: str, env: dict[str, str] | None = None, timeout: float = 60, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            shoal_argv(*args),
+            env=shoal_env(home, env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            check=False,
+        )
+
+    return run
+
+
+def shoal_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cli", *args]
+
+
+def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    env.update(
+        {
+            "SHOAL_HOME": str(home),
+            "COLUMNS": "200",
+            "NO_COLOR": "1",
+            "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def reap_workloads(home: Path) -> Iterator[None]:
+    """Kill any workload a process-driver test left running, even when the test failed."""
+    yield
+    import signal
+
+    for pid_file in home.glob("state/workspaces/process/*/*/.shoal-pid"):
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.killpg(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def lines(text: str) -> Sequence[str]:
+    return [line for line in text.splitlines() if line.strip()]

@@ -1,0 +1,375 @@
+"""The `process` driver: real workloads, pinned, limited, found again and stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from drivers import ledger as L
+from drivers.ledger import Ledger
+from drivers.process.driver import ProcessDriver
+from drivers.types import STATUS_ALLOCATED, STATUS_NONE, Resource, Resources
+from providers.settings import Settings
+from providers.wire import to_wire
+
+pytestmark = pytest.mark.usefixtures("reap_workloads")
+
+CONFIG = '[drivers."process/default"]\ncpu_limit = 2\nram_limit = 8\ngrace_seconds = 5\n'
+
+# Writes what it sees of its own limits into its cwd, then idles.
+PROBE = """
+import os, resource, time
+from pathlib import Path
+
+status = Path('/proc/self/status').read_text()
+cpus = next(line.split(':', 1)[1].strip() for line in status.splitlines()
+            if line.startswith('Cpus_allowed_list'))
+soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+facts = {
+    'cpus': cpus,
+    'rlimit_data': [soft, hard],
+    'greeting': os.environ.get('GREETING'),
+    'alloc_id': os.environ.get('SHOAL_ALLOCATION_ID'),
+    'workspace_env': os.environ.get('SHOAL_WORKSPACE'),
+    'cwd': os.getcwd(),
+    'pid': os.getpid(),
+}
+Path('facts.tmp').write_text(__import__('json').dumps(facts))
+os.replace('facts.tmp', 'facts.json')
+time.sleep(600)
+"""
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def proc_state(pid: int) -> str | None:
+    """The kernel's state letter for `pid`, None when no such process exists."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()[0]
+
+
+def running(pid: int) -> bool:
+    return proc_state(pid) not in (None, "Z", "X")
+
+
+def reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def cpu_count(cpu_list: str) -> int:
+    total = 0
+    for part in cpu_list.split(","):
+        lo, _, hi = part.partition("-")
+        total += int(hi or lo) - int(lo) + 1
+    return total
+
+
+@pytest.fixture
+def configured(write_config: Callable[[str], Path]) -> None:
+    write_config(CONFIG)
+
+
+@pytest.fixture
+def spawned() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test starts itself; killed and reaped whatever happens."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def write_definition(tmp_path: Path, entry: Any, cpu: int = 1, ram: int = 1, **opts: Any) -> str:
+    path = tmp_path / f"def-{time.monotonic_ns()}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "driver": "process",
+                "resources": {"cpu": cpu, "ram": ram},
+                "options": {"entry": entry, **opts},
+            }
+        )
+    )
+    return str(path)
+
+
+def start(cli, tmp_path: Path, entry: Any, *extra: str, cpu: int = 1, **opts: Any) -> dict:
+    run = cli("alloc", write_definition(tmp_path, entry, cpu=cpu, **opts), "--json", *extra)
+    assert run.exit_code == 0, run
+    return run.json()
+
+
+def workspaces(home: Path) -> list[Path]:
+    root = home / "state" / "workspaces" / "process" / "default"
+    return sorted(root.iterdir()) if root.exists() else []
+
+
+# -- a real workload -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cpu", [1, 2])
+def test_workload_is_pinned_limited_and_given_its_metadata(
+    cli, configured: None, tmp_path: Path, cpu: int
+) -> None:
+    if len(os.sched_getaffinity(0)) < cpu:
+        pytest.skip(f"needs {cpu} usable CPUs")
+    allocated = start(
+        cli, tmp_path, [sys.executable, "-c", PROBE], "--meta", "GREETING=hi there", cpu=cpu
+    )
+    ident = allocated["id"]
+    assert allocated["status"] == "ALLOCATED"
+
+    shown = cli("status", ident, "--json")
+    assert shown.exit_code == 0, shown
+    meta = shown.json()["resource"]["metadata"]
+    workspace = Path(meta["workspace"])
+    wait_for((workspace / "facts.json").exists, "the workload to report")
+    facts = json.loads((workspace / "facts.json").read_text())
+
+    assert cpu_count(facts["cpus"]) == cpu
+    assert facts["rlimit_data"] == [2**30, 2**30]  # ram = 1 GiB
+    assert facts["greeting"] == "hi there"
+    assert facts["alloc_id"] == ident
+    assert Path(facts["workspace_env"]) == workspace
+    assert Path(facts["cwd"]).resolve() == workspace.resolve()
+    pid = meta["pid"]
+    assert facts["pid"] == pid
+    assert os.getsid(pid) == pid  # a session (and process group) of its own
+    assert os.getpgid(pid) == pid
+    assert shown.json()["status"] == "ALLOCATED"
+    assert shown.json()["driver_status"] == "ALLOCATED"
+
+    freed = cli("free", ident)
+    assert freed.exit_code == 0, freed
+    reap(pid)
+    assert not running(pid)
+    assert not workspace.exists()
+
+
+def test_two_workloads_get_different_cpus(cli, configured: None, tmp_path: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 usable CPUs")
+    first = start(cli, tmp_path, "sleep 600")
+    second = start(cli, tmp_path, "sleep 600")
+    cpus = [
+        cli("status", a["id"], "--json").json()["resource"]["metadata"]["cpus"]
+        for a in (first, second)
+    ]
+    assert len(cpus[0]) == len(cpus[1]) == 1
+    assert cpus[0] != cpus[1]
+
+
+def test_workload_cannot_use_more_than_its_ram(cli, configured: None, tmp_path: Path) -> None:
+    hog = "data = bytearray(2 * 2**30); print('got it', flush=True)"
+    allocated = start(cli, tmp_path, [sys.executable, "-c", hog])
+    meta = allocated["resource"]["metadata"]
+    log = Path(meta["log"])
+    assert log.parent == Path(meta["workspace"])
+    wait_for(lambda: not running(meta["pid"]), "the hog to exit")
+    reap(meta["pid"])
+    text = log.read_text()
+    assert "MemoryError" in text
+    assert "got it" not in text
+
+
+def test_a_workload_within_its_ram_runs(cli, configured: None, tmp_path: Path) -> None:
+    fine = "data = bytearray(256 * 2**20); print('got it', flush=True)"
+    allocated = start(cli, tmp_path, [sys.executable, "-c", fine])
+    log = Path(allocated["resource"]["metadata"]["log"])
+    wait_for(lambda: "got it" in log.read_text(), "the workload's output")
+    assert "MemoryError" not in log.read_text()
+
+
+def test_workload_killed_externally_is_reported_as_drift(
+    cli, configured: None, tmp_path: Path
+) -> None:
+    allocated = start(cli, tmp_path, "sleep 600")
+    ident, pid = allocated["id"], allocated["resource"]["metadata"]["pid"]
+    assert cli("status", ident, "--json").json()["status"] == "ALLOCATED"
+
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: proc_state(pid) in (None, "Z"), "the workload to die")
+
+    run = cli("status", ident)
+    assert run.exit_code == 0
+    assert "drift" in run.stderr
+    shown = cli("status", ident, "--json").json()
+    assert shown["status"] == "GONE"
+    assert shown["driver_status"] == "NONE"
+    assert {r["id"]: r["status"] for r in cli("status", "--json").json()} == {ident: "GONE"}
+    # Freeing what is already gone cleans up and succeeds.
+    assert cli("free", ident).exit_code == 0
+    assert not Path(allocated["resource"]["metadata"]["workspace"]).exists()
+
+
+def test_free_kills_a_workload_that_ignores_sigterm(
+    cli, configured: None, tmp_path: Path, home: Path
+) -> None:
+    stubborn = "trap '' TERM; touch ready; exec sleep 600"
+    allocated = start(cli, tmp_path, ["sh", "-c", stubborn], grace_seconds=0.5)
+    ident = allocated["id"]
+    meta = allocated["resource"]["metadata"]
+    pid, workspace = meta["pid"], Path(meta["workspace"])
+    assert meta["grace_seconds"] == 0.5
+    wait_for(lambda: (workspace / "ready").exists(), "the trap to be set")
+    # It really ignores SIGTERM: only SIGKILL can end it.
+    os.killpg(pid, signal.SIGTERM)
+    time.sleep(0.3)
+    assert running(pid)
+
+    run = cli("free", ident)
+    assert run.exit_code == 0, run
+    reap(pid)
+    assert not running(pid)
+    assert not workspace.exists()
+    assert workspaces(home) == []
+    assert {r["id"]: r["status"] for r in cli("status", "--all", "--json").json()} == {
+        ident: "FREED"
+    }
+
+
+def test_free_stops_the_whole_process_group(cli, configured: None, tmp_path: Path) -> None:
+    family = "sleep 600 & echo $! > child; wait"
+    allocated = start(cli, tmp_path, ["sh", "-c", family], grace_seconds=0.5)
+    workspace = Path(allocated["resource"]["metadata"]["workspace"])
+    child_file = workspace / "child"
+    wait_for(lambda: child_file.exists() and child_file.read_text().strip(), "the child pid")
+    child = int(child_file.read_text())
+    assert running(child)
+    assert cli("free", allocated["id"]).exit_code == 0
+    wait_for(lambda: not running(child), "the child to be stopped", timeout=10)
+
+
+# -- pid reuse -------------------------------------------------------------------------------
+
+
+def make_driver(home: Path) -> ProcessDriver:
+    settings = Settings.from_env({"SHOAL_HOME": str(home)})
+    driver = ProcessDriver("process/default", settings)
+    driver.prepare(b'{"cpu_limit": 2, "ram_limit": 8, "grace_seconds": 0.2}')
+    return driver
+
+
+def test_pid_reuse_is_not_mistaken_for_the_workload(
+    home: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    stranger = subprocess.Popen(["sleep", "600"])
+    spawned.append(stranger)
+    wait_for(lambda: running(stranger.pid), "the stranger to start")
+    driver = make_driver(home)
+    res = Resource(
+        identifier="process-reused",
+        metadata={"pid": stranger.pid, "start": "1", "grace_seconds": 0.2},
+    )
+    assert driver.status(res) == STATUS_NONE
+    driver.deallocate(res)
+    time.sleep(0.3)
+    assert stranger.poll() is None
+    assert running(stranger.pid)
+    # The same pid with its real start time is ours: control that the check above can fail.
+    own = Resource(
+        identifier="process-own",
+        metadata={
+            "pid": stranger.pid,
+            "start": Path(f"/proc/{stranger.pid}/stat").read_text().rsplit(")", 1)[1].split()[19],
+        },
+    )
+    assert driver.status(own) == STATUS_ALLOCATED
+
+
+def test_pid_reuse_through_the_ledger_and_cli(
+    cli, configured: None, home: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    stranger = subprocess.Popen(["sleep", "600"])
+    spawned.append(stranger)
+    wait_for(lambda: running(stranger.pid), "the stranger to start")
+    (home / "state").mkdir(exist_ok=True)
+    book = Ledger(home / "state" / "ledger.sqlite")
+    try:
+        ident = book.reserve(
+            driver="process/default",
+            definition={"driver": "process/default", "resources": {"cpu": 1, "ram": 1}},
+            resources=Resources(cpu=1, ram=1),
+            metadata={},
+            is_remote=False,
+            expires=None,
+            fits=lambda usage: 1,
+        )
+        state = Resource(
+            identifier=ident,
+            metadata={"pid": stranger.pid, "start": "1", "grace_seconds": 0.2},
+        )
+        book.set_status(ident, L.ALLOCATED, state=to_wire(state))
+    finally:
+        book.close()
+
+    shown = cli("status", ident, "--json").json()
+    assert shown["status"] == "GONE"
+    assert shown["drift"] is not None
+    run = cli("free", ident)
+    assert run.exit_code == 0, run
+    time.sleep(0.3)
+    assert stranger.poll() is None
+
+
+# -- bad entries -----------------------------------------------------------------------------
+
+
+def test_entry_is_required(cli, configured: None, home: Path) -> None:
+    run = cli("alloc", "--driver", "process", "--cpu", "1", "--ram", "1")
+    assert run.exit_code == 2
+    assert "options.entry" in run.stderr
+    assert cli("status", "--all", "--json").json() == []
+    assert workspaces(home) == []
+
+
+def test_entry_binary_not_found(cli, configured: None, home: Path) -> None:
+    run = cli(
+        "alloc",
+        "--driver",
+        "process",
+        "--cpu",
+        "1",
+        "--ram",
+        "1",
+        "-o",
+        "entry=/nonexistent/shoal-no-such-binary --flag",
+    )
+    assert run.exit_code == 2
+    assert "/nonexistent/shoal-no-such-binary" in run.stderr
+    assert workspaces(home) == []
+    rows = cli("status", "--all", "--json").json()
+    assert [r["status"] for r in rows] == ["FAILED"]
+    assert cli("status", "--json").json() == []
+
+
+def test_bad_env_option_is_a_usage_error(cli, configured: None, tmp_path: Path, home: Path) -> None:
+    path = write_definition(tmp_path, "sleep 1", env={"not a name": "x"})
+    run = cli("alloc", path)
+    assert run.exit_code == 2
+    assert "options.env" in run.stderr
+    assert workspaces(home) == []
