@@ -40,7 +40,10 @@ class LazyRegistry(Generic[F]):
     def _entry_points(self) -> dict[str, Any]:
         from importlib.metadata import entry_points
 
-        return {ep.name: ep for ep in entry_points(group=self.group)}
+        try:
+            return {ep.name: ep for ep in entry_points(group=self.group)}
+        except Exception:  # a broken third-party install must not break our own names
+            return {}
 
     def names(self) -> list[str]:
         return sorted({*self._builtins, *self._registered, *self._entry_points()})

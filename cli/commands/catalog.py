@@ -13,7 +13,7 @@ from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
     from providers.catalog import Catalog
-    from providers.models import RegionSpec, ResourceListOptions
+    from providers.models import RegionSpec, ResourceListOptions, Selector
 
 ProviderOpt = Annotated[
     str,
@@ -106,6 +106,7 @@ def types(
 
     catalog = _catalog(ctx, provider)
     chosen = selectors.parse(select or [])
+    _refuse_price_keys(chosen, sort)
     found = []
     for r in _regions(catalog, region):
         for spec in catalog.list_instance_types(r):
@@ -142,6 +143,16 @@ def types(
             for s in specs
         ],
     )
+
+
+def _refuse_price_keys(chosen: list[Selector], sort: str | None) -> None:
+    """Instance types carry no prices: a price filter here would silently match nothing."""
+    from providers.errors import UsageError
+
+    keys = [s.key for s in chosen] + ([sort.lstrip("-")] if sort else [])
+    for key in keys:
+        if key in ("price", "spot_price"):
+            raise UsageError(f"{key!r} is a pricing key; use `shoal pricing --select` for prices")
 
 
 def _region_name(res: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from providers import selectors
@@ -47,6 +47,15 @@ def quantity(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def _floor_second(at: datetime) -> datetime:
+    return at.replace(microsecond=0)
+
+
+def _ceil_second(at: datetime) -> datetime:
+    floor = at.replace(microsecond=0)
+    return floor if floor == at else floor + timedelta(seconds=1)
+
+
 def _number(section: dict[str, Any], key: str, where: str) -> float:
     value = section.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -72,6 +81,12 @@ class LocalCatalog:
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalCatalog:
         local = config_section(settings.config, "local")
+        unknown_local = set(local) - {"reserve_cpu", "reserve_ram_gib", "pricing"}
+        if unknown_local:
+            raise ConfigError(
+                f"config [local] has unknown key {sorted(unknown_local)[0]!r}; "
+                "known: reserve_cpu, reserve_ram_gib, [local.pricing]"
+            )
         pricing = config_section(settings.config, "local", "pricing")
         unknown = set(pricing) - set(PRICE_KEYS)
         if unknown:
@@ -230,7 +245,12 @@ class LocalCatalog:
         now = utcnow()
         # An allocation frees the host at its expiry; an overdue one (expiry already past)
         # is still held until it is freed, which has no known time: it counts throughout.
-        releases = [u.expires for u in usages if u.expires is not None and u.expires > now]
+        # Keys are whole seconds: an expiry's point is the next whole second, so it never
+        # overwrites the start's key and its view already shows the capacity returned.
+        releases = [
+            _ceil_second(u.expires) for u in usages if u.expires is not None and u.expires > now
+        ]
+        start, end = _floor_second(start), _floor_second(end)
         points = {start, end}
         points.update(at for at in releases if start < at < end)
         out: dict[str, Resource] = {}

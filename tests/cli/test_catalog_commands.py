@@ -137,6 +137,16 @@ def test_bad_selector_is_a_usage_error_naming_the_token(
         assert run.stdout == ""
 
 
+@pytest.mark.parametrize("args", [("--select", "price<1"), ("--sort", "-spot_price")])
+def test_types_refuses_price_keys_instead_of_matching_nothing(
+    cli: Cli, args: tuple[str, str]
+) -> None:
+    run = cli("types", *args)
+    assert run.exit_code == 2
+    assert "shoal pricing" in run.stderr
+    assert run.stdout == ""
+
+
 def test_types_sort(cli: Cli) -> None:
     assert ok(cli("types", "--sort", "-vcpus", "--json")).json()[0]["name"] == "host"
     run = cli("types", "--sort", "colour")

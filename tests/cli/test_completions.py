@@ -52,3 +52,18 @@ def test_bash_completes_subcommands_options_and_values() -> None:
     assert _bash_complete(["shoal", "--home", "/tmp/x", "types", "--so"]) == ["--sort"]
     assert _bash_complete(["shoal", "alloc", "--driver", "pro"]) == ["process"]
     assert _bash_complete(["shoal", "pricing", "--provider", ""]) == ["local"]
+
+
+def test_fish_completes_subcommands_options_and_values() -> None:
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed (.ci/run installs it)")
+    script = COMPLETIONS / SHELLS["fish"]
+
+    def complete(line: str) -> list[str]:
+        program = f"source {script}; complete -C {line!r}"
+        done = subprocess.run(["fish", "-c", program], capture_output=True, text=True, check=True)
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+    assert complete("shoal res") == ["resources"]
+    assert set(complete("shoal alloc --dr")) == {"--driver", "--dry-run"}
+    assert complete("shoal pricing --provider ") == ["local"]

@@ -110,7 +110,7 @@ def test_unknown_region_is_a_usage_error_with_a_suggestion(
     catalog = make_catalog()
     region = RegionSpec(name="locale")
     opts = ResourceListOptions(region=region)
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "types": lambda: catalog.list_instance_types(region),
         "resources": lambda: catalog.list_resources(opts),
         "predictions": lambda: catalog.list_resource_predictions(opts),
@@ -173,12 +173,14 @@ def test_allocated_comes_from_the_allocation_source(make_catalog: MakeCatalog) -
     supply_cpu = float(stat.supply["cpu"]["vcpu"])
     supply_ram = float(stat.supply["memory"]["GiB"])
     assert float(stat.allocatable["cpu"]["vcpu"]) == pytest.approx(max(0.0, supply_cpu - 1))
-    assert float(stat.allocatable["memory"]["GiB"]) == pytest.approx(supply_ram - 3, abs=0.01)
+    assert float(stat.allocatable["memory"]["GiB"]) == pytest.approx(
+        max(0.0, supply_ram - 3), abs=0.01
+    )
     assert stat.allocatable["instance"] == {"host": "1"}
 
 
 def test_allocatable_never_goes_below_zero(make_catalog: MakeCatalog) -> None:
-    host_cpus = make_catalog().instance_type().vcpus
+    host_cpus = int(make_catalog().instance_type().vcpus)
     overbooked = usage("process", host_cpus + 5, 10**6)
     stat = node_stat(only(make_catalog(None, overbooked).list_resources(NOW_OPTS)))
     assert stat.allocated["cpu"] == {"vcpu": str(host_cpus + 5)}
@@ -256,9 +258,9 @@ def test_prediction_points_are_start_each_expiry_inside_and_end(make_catalog: Ma
     before, at_expiry = (node_stat(r) for r in list(predicted.values())[:2])
     assert before.allocated["memory"] == {"GiB": "4"}
     assert at_expiry.allocated["memory"] == {"GiB": "2"}
-    assert float(at_expiry.allocatable["memory"]["GiB"]) > float(
-        before.allocatable["memory"]["GiB"]
-    )
+    supply_ram = float(before.supply["memory"]["GiB"])
+    assert float(before.allocatable["memory"]["GiB"]) == pytest.approx(max(0.0, supply_ram - 4))
+    assert float(at_expiry.allocatable["memory"]["GiB"]) == pytest.approx(max(0.0, supply_ram - 2))
     drivers = [d.value for d in predicted[format_time(end)].breakdown["driver"]]
     assert drivers == ["process", "test"]
 
@@ -272,6 +274,20 @@ def test_expiry_at_the_window_start_adds_no_point(make_catalog: MakeCatalog) -> 
     )
     assert list(predicted) == [format_time(start), format_time(end)]
     assert all(node_stat(r).allocated["cpu"] == {"vcpu": "0"} for r in predicted.values())
+
+
+def test_expiry_inside_the_start_second_gets_its_own_point(make_catalog: MakeCatalog) -> None:
+    start = _whole_second_now() + timedelta(hours=1)
+    expiry = start + timedelta(milliseconds=300)
+    end = start + timedelta(hours=1)
+    catalog = make_catalog(None, usage("test", 1, 1, expires=expiry))
+    predicted = catalog.list_resource_predictions(
+        ResourceListOptions(start_time=start, end_time=end)
+    )
+    after = start + timedelta(seconds=1)
+    assert list(predicted) == [format_time(start), format_time(after), format_time(end)]
+    held = [node_stat(r).allocated["cpu"]["vcpu"] for r in predicted.values()]
+    assert held == ["1", "0", "0"]
 
 
 def test_single_point_window_when_end_is_omitted(make_catalog: MakeCatalog) -> None:
@@ -359,6 +375,7 @@ def test_pricing_predictions_repeat_the_configured_prices(make_catalog: MakeCata
         ({"local": {"reserve_ram_gib": "4G"}}, "reserve_ram_gib"),
         ({"local": "yes"}, "[local]"),
         ({"local": {"pricing": 3}}, "[local.pricing]"),
+        ({"local": {"reserve_cpus": 1}}, "reserve_cpus"),
     ],
 )
 def test_bad_local_config_is_a_config_error_naming_the_key(

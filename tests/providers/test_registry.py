@@ -21,9 +21,11 @@ from providers.models import (
     ResourceListOptions,
     ResourcePricing,
 )
+from providers.plugins import LazyRegistry
 from providers.settings import Paths, Settings
 
 _names = itertools.count()
+BUILTIN_LOCAL = "providers.local.catalog:LocalCatalog.from_settings"
 
 
 def unique(prefix: str) -> str:
@@ -90,12 +92,14 @@ def test_last_registration_wins(settings: Settings) -> None:
 
 
 def test_registration_goes_ahead_of_the_builtin(settings: Settings) -> None:
-    register("local", tiny("replacement"))
-    try:
-        assert new_catalog("local", settings).provider() == "replacement"
-    finally:
-        register("local", LocalCatalog.from_settings)
-    assert isinstance(new_catalog("local", settings), LocalCatalog)
+    # A registry of its own, so that replacing `local` does not leak into other tests.
+    registry: LazyRegistry[Callable[[Settings], object]] = LazyRegistry(
+        "provider", "shoal.providers", {"local": BUILTIN_LOCAL}
+    )
+    assert isinstance(registry.get("local")(settings), LocalCatalog)
+    registry.register("local", tiny("replacement"))
+    built = registry.get("local")(settings)
+    assert isinstance(built, TinyCatalog) and built.provider() == "replacement"
 
 
 def test_builtin_local(settings: Settings) -> None:
@@ -202,8 +206,16 @@ def test_builtin_lookup_does_not_scan_entry_points(site: Path, settings: Setting
     install(site, "fakeplugin", b"[shoal.providers]\nbad = fakeplugin_\xff:factory\n", {})
     with pytest.raises(UnicodeDecodeError):
         importlib.metadata.entry_points(group="shoal.providers")
-    # ... yet the built-in provider and registered ones are found without one.
+    # ... but not our own error for an unknown name, which still lists the built-ins ...
+    with pytest.raises(UnknownNameError) as unknown:
+        new_catalog("nope", settings)
+    assert "local" in unknown.value.known
+    # ... and the built-in provider and registered ones are found without one.
     assert isinstance(new_catalog("local", settings), LocalCatalog)
+    fresh: LazyRegistry[Callable[[Settings], object]] = LazyRegistry(
+        "provider", "shoal.providers", {"local": BUILTIN_LOCAL}
+    )
+    assert isinstance(fresh.get("local")(settings), LocalCatalog)
     name = unique("tiny")
     register(name, tiny("registered"))
     assert new_catalog(name, settings).provider() == "registered"
