@@ -25,6 +25,11 @@ def emit_json_rows(rows: list[str]) -> None:
     sys.stdout.flush()
 
 
+def short_time(stamp: str | None) -> str | None:
+    """`2026-11-30T07:34:53.388540Z` -> `2026-11-30 07:34:53` for narrow tables."""
+    return stamp[:19].replace("T", " ") if stamp else None
+
+
 def message(text: str) -> None:
     """A progress or info line for people: stderr, never stdout."""
     sys.stderr.write(f"{text}\n")

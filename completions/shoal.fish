@@ -50,7 +50,7 @@ complete -c shoal -n '__fish_seen_subcommand_from status' -l all -d 'Also list f
 complete -c shoal -n '__fish_seen_subcommand_from status' -l json -d 'Print JSON (the spec'\''s shapes) instead of a table'
 complete -c shoal -n '__fish_seen_subcommand_from status' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__fish_seen_subcommand_from task' -l options -r -d 'Task options as a JSON object'
-complete -c shoal -n '__fish_seen_subcommand_from task' -l json -d 'Print JSON (the spec'\''s shapes) instead of a table'
+complete -c shoal -n '__fish_seen_subcommand_from task' -l json -d 'Accepted for symmetry: a task'\''s result is always JSON'
 complete -c shoal -n '__fish_seen_subcommand_from task' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__fish_seen_subcommand_from types' -l provider -s p -r -f -a 'local' -d 'Catalog provider to ask'
 complete -c shoal -n '__fish_seen_subcommand_from types' -l region -s r -r -d 'Region name (repeatable); '\''all'\'' or none for every region'

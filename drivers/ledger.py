@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from drivers import procinfo
 from providers.errors import LedgerCorruptError, NotFoundError, RetryableError
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 30.0
+# SQLite waits for a lock inside C, where Ctrl-C cannot reach; it is asked to wait only this
+# long per try, and shoal retries from Python until BUSY_TIMEOUT_SECONDS, so it stays
+# interruptible while another shoal holds the ledger.
+LOCK_STEP_SECONDS = 0.1
+
+T = TypeVar("T")
 
 ALLOCATING = "ALLOCATING"
 ALLOCATED = "ALLOCATED"
@@ -66,6 +73,24 @@ _COLUMNS = (
     "id, driver, status, definition, state, metadata, created, updated, expires, cpu, ram, "
     "multitenancy, cpu_overbook, ram_overbook, is_remote, owner_pid, owner_start, note"
 )
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+def _patiently(action: Callable[[], T]) -> T:
+    """Run `action`, retrying while the ledger is locked, for up to BUSY_TIMEOUT_SECONDS."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(LOCK_STEP_SECONDS / 2)
 
 
 def stamp(value: datetime) -> str:
@@ -157,11 +182,11 @@ class Ledger:
             return self._conn
         fresh = not self.path.exists()
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=LOCK_STEP_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._corrupt(exc) from None
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            version = _patiently(lambda: conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
                 raise LedgerCorruptError(
                     f"ledger {self.path} has schema {version}, newer than this shoal "
@@ -169,14 +194,20 @@ class Ledger:
                 )
             if version < SCHEMA_VERSION:
                 if fresh:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(
-                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-                )
+                    _patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+
+                def create() -> None:
+                    if conn.in_transaction:  # a COMMIT that found the ledger busy
+                        conn.execute("ROLLBACK")
+                    conn.executescript(
+                        f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                    )
+
+                _patiently(create)
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.OperationalError as exc:
             conn.close()
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise self._busy() from None
             raise self._corrupt(exc) from None
         except sqlite3.DatabaseError as exc:
@@ -201,9 +232,9 @@ class Ledger:
         """A write transaction that takes the ledger's lock up front (BEGIN IMMEDIATE)."""
         conn = self.conn()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            _patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _is_busy(exc):
                 raise self._busy() from None
             raise
         try:
@@ -218,9 +249,9 @@ class Ledger:
         if not self._create and not self.exists:
             return []
         try:
-            return self.conn().execute(sql, params).fetchall()
+            return _patiently(lambda: self.conn().execute(sql, params).fetchall())
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            if _is_busy(exc):
                 raise self._busy() from None
             raise self._corrupt(exc) from None
 
@@ -260,14 +291,17 @@ class Ledger:
     # -- usage ---------------------------------------------------------------------------
 
     @staticmethod
-    def _usage(conn: sqlite3.Connection) -> Resources:
+    def _usage(conn: sqlite3.Connection, remote_driver: str | None = None) -> Resources:
+        """What local drivers hold of this node; for a remote driver, what it holds itself."""
         from drivers.types import Resources
 
+        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
         cpu, ram, count, multi, cpu_ob, ram_ob = conn.execute(
             "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
             "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
             "COALESCE(MIN(ram_overbook), 0) FROM allocations "
-            "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING') AND is_remote = 0"
+            f"WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING') AND {scope}",
+            () if remote_driver is None else (remote_driver,),
         ).fetchone()
         if count == 0:
             return Resources()
@@ -279,14 +313,16 @@ class Ledger:
             ram_overbook=bool(ram_ob),
         )
 
-    def node_usage(self) -> Resources:
+    def node_usage(self, remote_driver: str | None = None) -> Resources:
         if not self.exists:
             from drivers.types import Resources
 
             return Resources()
         try:
-            return self._usage(self.conn())
+            return _patiently(lambda: self._usage(self.conn(), remote_driver))
         except sqlite3.DatabaseError as exc:
+            if _is_busy(exc):
+                raise self._busy() from None
             raise self._corrupt(exc) from None
 
     def active_local_usage(self) -> list[AllocationUsage]:
@@ -333,7 +369,7 @@ class Ledger:
         now = stamp(datetime.now(UTC))
         with self.transaction() as conn:
             self._sweep(conn, now)
-            if fits(self._usage(conn)) < 1:
+            if fits(self._usage(conn, driver if is_remote else None)) < 1:
                 from providers.errors import NoCapacityError
 
                 raise NoCapacityError(

@@ -32,6 +32,28 @@ def is_alive(pid: int, started: str | None) -> bool:
     return started is None or fields[19] == started
 
 
+def group_members(pgid: int, marker: bytes) -> list[tuple[int, str]]:
+    """Live processes of group `pgid` whose environment holds the `NAME=value` entry `marker`.
+
+    A group's id cannot be reused while any member lives, but once it empties another
+    program's group may take the number; the marker tells our processes from theirs.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if not fields or len(fields) < 20 or fields[0] in ("Z", "X") or fields[2] != str(pgid):
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            found.append((int(entry.name), fields[19]))
+    return found
+
+
 def self_identity() -> tuple[int, str | None]:
     pid = os.getpid()
     return pid, start_time(pid)

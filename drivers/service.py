@@ -85,12 +85,9 @@ def recover(ctx: Drivers) -> None:
         ctx.warnings.append(f"allocation {row.id} was interrupted ({row.note}); cleaned up")
 
 
-def _usage_for(driver: ResourceDriver, usage: Resources) -> Resources:
-    return Resources() if driver.is_remote() else usage
-
-
 def _capacity(driver: ResourceDriver, usage: Resources, definition: LabelDefinition) -> int:
-    count = driver.available_capacity(_usage_for(driver, usage), definition)
+    """`usage` is the node's (local drivers) or, for a remote driver, its own holdings."""
+    count = driver.available_capacity(usage, definition)
     if count < 0:
         raise ShoalError(f"driver {driver.name()} could not tell its capacity; try again")
     return count
@@ -106,7 +103,7 @@ def prepare(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
 def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
     driver = prepare(ctx, definition)
     recover(ctx)
-    usage = ctx.ledger.node_usage()
+    usage = ctx.ledger.node_usage(driver.name() if driver.is_remote() else None)
     count = _capacity(driver, usage, definition)
     return {
         "driver": driver.name(),

@@ -218,7 +218,7 @@ def status(
         else:
             output.table(
                 "allocations",
-                ["ID", "Driver", "Status", "CPU", "RAM GiB", "Created", "Expires", "Note"],
+                ["ID", "Driver", "Status", "CPU", "RAM GiB", "Created UTC", "Expires UTC", "Note"],
                 [
                     [
                         r["id"],
@@ -226,8 +226,8 @@ def status(
                         r["status"],
                         r["cpu"],
                         r["ram"],
-                        r["created"],
-                        r["expires"],
+                        output.short_time(r["created"]),
+                        output.short_time(r["expires"]),
                         r["note"],
                     ]
                     for r in rows
@@ -277,7 +277,9 @@ def task(
     alloc_id: Annotated[str, typer.Argument(metavar="ID", help="Allocation id.")],
     name: Annotated[str, typer.Argument(help="Task name, e.g. snapshot (test driver).")],
     options: Annotated[str, typer.Option("--options", help="Task options as a JSON object.")] = "",
-    as_json: JsonOpt = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Accepted for symmetry: a task's result is always JSON.")
+    ] = False,
 ) -> None:
     """Run a driver task on an allocation and print its JSON result."""
     from drivers import service

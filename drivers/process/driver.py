@@ -177,6 +177,7 @@ class ProcessDriver:
         workspace = self._workspace(identifier)
         workspace.mkdir(parents=True)
         env["SHOAL_WORKSPACE"] = str(workspace)
+        env[ALLOCATION_ID_KEY] = identifier  # marks the workload's processes as ours
         cpus = self._pick_cpus(definition.resources.cpu)
         (workspace / CPUS_FILE).write_text(" ".join(map(str, cpus)))
         ram_bytes = definition.resources.ram * 2**30
@@ -251,7 +252,11 @@ class ProcessDriver:
         if identity is None:
             return STATUS_NONE
         procinfo.reap(identity[0])
-        return STATUS_ALLOCATED if procinfo.is_alive(*identity) else STATUS_NONE
+        if procinfo.is_alive(*identity):
+            return STATUS_ALLOCATED
+        # The first process may have exited leaving its children at work: still ours.
+        marker = f"{ALLOCATION_ID_KEY}={res.identifier}".encode()
+        return STATUS_ALLOCATED if procinfo.group_members(identity[0], marker) else STATUS_NONE
 
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
         return None
@@ -266,15 +271,35 @@ class ProcessDriver:
                 return False
             time.sleep(_POLL_SECONDS)
 
+    def _stop_leftovers(self, pgid: int, identifier: str, grace: float) -> None:
+        """Stop what a leader that already exited left running in its group."""
+        marker = f"{ALLOCATION_ID_KEY}={identifier}".encode()
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            members = procinfo.group_members(pgid, marker)
+            if not members:
+                return
+            for pid, _ in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + wait
+            while members and time.monotonic() < deadline:
+                time.sleep(_POLL_SECONDS)
+                members = [m for m in members if procinfo.is_alive(*m)]
+        if procinfo.group_members(pgid, marker):
+            raise ShoalError(f"processes of {identifier} survived SIGKILL; try again")
+
     def deallocate(self, res: Resource) -> None:
         workspace = self._workspace(res.identifier)
         identity = self._resolve_identity(res)
-        if identity is not None and procinfo.is_alive(*identity):
+        grace = float(res.metadata.get("grace_seconds", self.cfg["grace_seconds"]))
+        if identity is not None and not procinfo.is_alive(*identity):
+            # The leader is gone, but children it left behind may still run in its group.
+            self._stop_leftovers(identity[0], res.identifier, grace)
+        elif identity is not None:
             pid, started = identity
-            grace = res.metadata.get("grace_seconds", self.cfg["grace_seconds"])
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGTERM)
-            if not self._wait_gone(pid, started, float(grace)):
+            if not self._wait_gone(pid, started, grace):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
                 if not self._wait_gone(pid, started, 5.0):

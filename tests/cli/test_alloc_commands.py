@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -219,6 +221,12 @@ def test_unknown_field_is_named(
     assert rows(cli, "--all") == {}
 
 
+def test_empty_definition_is_a_usage_error(cli, limited: None) -> None:
+    run = cli("alloc", "-", input="  \n")
+    assert run.exit_code == 2
+    assert "<stdin>" in run.stderr and "empty" in run.stderr
+
+
 def test_definition_must_be_an_object(cli, limited: None) -> None:
     run = cli("alloc", "-", input="[1, 2, 3]")
     assert run.exit_code == 2
@@ -324,6 +332,18 @@ def test_free_expired_frees_only_expired_ones(cli, limited: None) -> None:
     assert again.json() == []
 
 
+def test_free_expired_that_fails_exits_1_and_keeps_it(cli, limited: None) -> None:
+    stuck = new_id(cli, *ALLOC, "--lifetime", "1s", "-o", "fail_deallocate=255")
+    expires = cli("status", stuck, "--json").json()["expires"]
+    due = datetime.strptime(expires, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    wait_for(lambda: datetime.now(UTC) > due, "the lifetime to pass", timeout=30)
+    time.sleep(0.2)
+    run = cli("free", "--expired", "--json")
+    assert run.exit_code == 1
+    assert [(r["id"], r["status"]) for r in run.json()] == [(stuck, "ERROR")]
+    assert rows(cli) == {stuck: "ALLOCATED"}
+
+
 def test_status_lists_live_and_all(cli, limited: None) -> None:
     kept = new_id(cli)
     gone = new_id(cli)
@@ -424,10 +444,15 @@ def test_mistyped_password_is_not_echoed(cli, limited: None, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "extra",
+    [(), ("-o", "delay_available_capacity=0.5")],
+    ids=["plain", "slow-capacity-check"],  # a slow check widens any check-then-write race
+)
 def test_concurrent_allocs_never_oversubscribe(
-    cli, limited: None, home: Path, procs: list[subprocess.Popen[str]]
+    cli, limited: None, home: Path, procs: list[subprocess.Popen[str]], extra: tuple[str, ...]
 ) -> None:
-    racers = [spawn(home, procs, *ALLOC) for _ in range(8)]
+    racers = [spawn(home, procs, *ALLOC, *extra) for _ in range(8)]
     outputs = [p.communicate(timeout=120) for p in racers]
     results = [(p.returncode, out, err) for p, (out, err) in zip(racers, outputs, strict=True)]
     codes = sorted(code for code, _, _ in results)
@@ -496,3 +521,36 @@ def test_ctrl_c_mid_alloc_exits_130_and_holds_nothing(
     assert rows(cli, "--all") == {ident: "FAILED"}
     assert cli("status", ident, "--json").json()["note"] == "interrupted"
     assert new_id(cli).startswith("test-")
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_waiting_for_the_ledger_lock(
+    cli, limited: None, home: Path, procs: list[subprocess.Popen[str]]
+) -> None:
+    new_id(cli)  # the ledger exists
+    ledger = home / "state" / "ledger.sqlite"
+    holder = sqlite3.connect(ledger, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another shoal holds the ledger, for a long while
+    try:
+        proc = spawn(home, procs, *ALLOC)
+
+        def has_ledger_open() -> bool:
+            fds = Path(f"/proc/{proc.pid}/fd")
+            try:
+                return any(os.path.realpath(fd) == str(ledger) for fd in fds.iterdir())
+            except OSError:
+                return False
+
+        wait_for(has_ledger_open, "alloc to open the ledger")
+        time.sleep(0.5)  # on to the write lock, which it cannot get
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        # Ctrl-C is honoured while the lock is still held (it is held far longer than this).
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130, err
+        assert "interrupted" in err
+        assert out == ""
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(rows(cli)) == 1  # nothing was reserved

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -363,6 +364,22 @@ def test_reserve_sweeps_dead_owners_before_counting(ledger: Ledger) -> None:
     reserve(ledger, fits=lambda usage: seen.append(usage) or 1)
     assert seen == [Resources()]
     assert ledger.get(alloc_id).status == L.ORPHANED
+
+
+def test_a_held_lock_is_waited_for(ledger: Ledger) -> None:
+    alloc_id = reserve(ledger)  # the file exists
+    holder = sqlite3.connect(ledger.path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another shoal in the middle of a write
+    release = threading.Timer(1.0, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        second = reserve(ledger)  # waits for the lock instead of failing
+        assert ledger.set_status(alloc_id, L.ALLOCATED)
+    finally:
+        release.join()
+        holder.close()
+    assert ledger.get(second).status == L.ALLOCATING
+    assert ledger.get(alloc_id).status == L.ALLOCATED
 
 
 def test_two_ledgers_on_one_file_see_each_other(tmp_path: Path) -> None:

@@ -94,13 +94,30 @@ def configured(write_config: Callable[[str], Path]) -> None:
 
 @pytest.fixture
 def spawned() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test starts itself; killed and reaped whatever happens."""
+    """Process groups a test starts itself; killed and reaped whatever happens."""
     procs: list[subprocess.Popen[bytes]] = []
     yield procs
     for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+def stranger_group(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]], marker: str = "process-other"
+) -> tuple[int, int]:
+    """An unrelated process group (leader and child), as a reused pid would belong to."""
+    child_file = tmp_path / f"stranger-child-{len(spawned)}"
+    leader = subprocess.Popen(
+        ["sh", "-c", f"sleep 600 & echo $! > {child_file}; wait"],
+        start_new_session=True,
+        env={**os.environ, "SHOAL_ALLOCATION_ID": marker},
+    )
+    spawned.append(leader)
+    wait_for(lambda: child_file.exists() and child_file.read_text().strip(), "the stranger")
+    child = int(child_file.read_text())
+    assert os.getpgid(child) == leader.pid
+    return leader.pid, child
 
 
 def write_definition(tmp_path: Path, entry: Any, cpu: int = 1, ram: int = 1, **opts: Any) -> str:
@@ -264,6 +281,35 @@ def test_free_stops_the_whole_process_group(cli, configured: None, tmp_path: Pat
     wait_for(lambda: not running(child), "the child to be stopped", timeout=10)
 
 
+def test_free_stops_children_an_exited_leader_left_behind(
+    cli, configured: None, tmp_path: Path
+) -> None:
+    orphaning = "sleep 600 & echo $! > child.tmp; mv child.tmp child"  # then sh exits
+    allocated = start(cli, tmp_path, ["sh", "-c", orphaning], grace_seconds=0.5)
+    meta = allocated["resource"]["metadata"]
+    child_file = Path(meta["workspace"]) / "child"
+    wait_for(child_file.exists, "the child pid")
+    child = int(child_file.read_text())
+    try:
+        wait_for(lambda: not running(meta["pid"]), "the leader to exit")
+        reap(meta["pid"])
+        assert running(child)
+        assert os.getpgid(child) == meta["pid"]
+        # The children still work for the allocation: it is held, not gone.
+        shown = cli("status", allocated["id"], "--json").json()
+        assert (shown["status"], shown["driver_status"], shown["drift"]) == (
+            "ALLOCATED",
+            "ALLOCATED",
+            None,
+        )
+        run = cli("free", allocated["id"])
+        assert run.exit_code == 0, run
+        wait_for(lambda: not running(child), "the left-behind child to be stopped", timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
 # -- pid reuse -------------------------------------------------------------------------------
 
 
@@ -275,38 +321,47 @@ def make_driver(home: Path) -> ProcessDriver:
 
 
 def test_pid_reuse_is_not_mistaken_for_the_workload(
-    home: Path, spawned: list[subprocess.Popen[bytes]]
+    home: Path, tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
 ) -> None:
-    stranger = subprocess.Popen(["sleep", "600"])
-    spawned.append(stranger)
-    wait_for(lambda: running(stranger.pid), "the stranger to start")
+    leader, child = stranger_group(tmp_path, spawned)
     driver = make_driver(home)
     res = Resource(
         identifier="process-reused",
-        metadata={"pid": stranger.pid, "start": "1", "grace_seconds": 0.2},
+        metadata={"pid": leader, "start": "1", "grace_seconds": 0.2},
     )
     assert driver.status(res) == STATUS_NONE
     driver.deallocate(res)
-    time.sleep(0.3)
-    assert stranger.poll() is None
-    assert running(stranger.pid)
+    time.sleep(0.5)
+    assert running(leader) and running(child)
     # The same pid with its real start time is ours: control that the check above can fail.
+    stat = Path(f"/proc/{leader}/stat").read_text()
     own = Resource(
         identifier="process-own",
-        metadata={
-            "pid": stranger.pid,
-            "start": Path(f"/proc/{stranger.pid}/stat").read_text().rsplit(")", 1)[1].split()[19],
-        },
+        metadata={"pid": leader, "start": stat.rsplit(")", 1)[1].split()[19]},
     )
     assert driver.status(own) == STATUS_ALLOCATED
 
 
-def test_pid_reuse_through_the_ledger_and_cli(
-    cli, configured: None, home: Path, spawned: list[subprocess.Popen[bytes]]
+def test_leftovers_of_a_reused_group_are_not_ours(
+    home: Path, tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
 ) -> None:
-    stranger = subprocess.Popen(["sleep", "600"])
-    spawned.append(stranger)
-    wait_for(lambda: running(stranger.pid), "the stranger to start")
+    # The group's leader is gone and its number taken by a stranger's group, whose members
+    # carry another allocation's id: freeing ours must not touch them.
+    leader, child = stranger_group(tmp_path, spawned, marker="process-other")
+    os.kill(leader, signal.SIGKILL)
+    spawned[0].wait(timeout=10)
+    assert running(child)
+    driver = make_driver(home)
+    res = Resource(identifier="process-mine", metadata={"pid": leader, "start": "1"})
+    driver.deallocate(res)
+    time.sleep(0.5)
+    assert running(child)
+
+
+def test_pid_reuse_through_the_ledger_and_cli(
+    cli, configured: None, home: Path, tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    leader, child = stranger_group(tmp_path, spawned)
     (home / "state").mkdir(exist_ok=True)
     book = Ledger(home / "state" / "ledger.sqlite")
     try:
@@ -321,7 +376,7 @@ def test_pid_reuse_through_the_ledger_and_cli(
         )
         state = Resource(
             identifier=ident,
-            metadata={"pid": stranger.pid, "start": "1", "grace_seconds": 0.2},
+            metadata={"pid": leader, "start": "1", "grace_seconds": 0.2},
         )
         book.set_status(ident, L.ALLOCATED, state=to_wire(state))
     finally:
@@ -332,8 +387,8 @@ def test_pid_reuse_through_the_ledger_and_cli(
     assert shown["drift"] is not None
     run = cli("free", ident)
     assert run.exit_code == 0, run
-    time.sleep(0.3)
-    assert stranger.poll() is None
+    time.sleep(0.5)
+    assert running(leader) and running(child)
 
 
 # -- bad entries -----------------------------------------------------------------------------

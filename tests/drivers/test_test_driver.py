@@ -242,6 +242,19 @@ def test_remote_instance_does_not_count_against_the_node(
     assert cli(*ALLOC).exit_code == 75
 
 
+def test_remote_instance_limits_count_its_own_allocations(
+    cli, write_config: Callable[[str], Path]
+) -> None:
+    write_config('[drivers."test/far"]\nis_remote = true\ncpu_limit = 2\nram_limit = 8\n')
+    far = ("alloc", "--driver", "test/far", "--cpu", "1", "--ram", "1")
+    assert [cli(*far).exit_code for _ in range(3)] == [0, 0, 75]
+    dry = cli(*far, "--dry-run", "--json").json()
+    assert dry["fits"] == 0 and dry["node_usage"] == {"cpu": 2, "ram": 2}
+    # The node itself holds nothing: remote allocations are not local usage.
+    node = cli("resources", "--json").json()[0]["overview"][0]["stat"]["onDemand"]
+    assert node["allocated"]["cpu"] == {"vcpu": "0"}
+
+
 def test_status_reports_drift_when_the_resource_vanished(cli, limited: None, home: Path) -> None:
     ident = alloc_id(cli)
     marker = home / "state" / "workspaces" / "test" / "default" / ident

@@ -1,1 +1,0 @@
-"""The shoal command line: parse, call providers/drivers, render."""

@@ -1,1 +1,0 @@
-"""Subcommands: each parses its flags, calls providers/drivers, and renders."""

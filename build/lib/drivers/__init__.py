@@ -1,1 +1,0 @@
-"""Resource drivers: allocate, inspect and free resources, behind one registry."""

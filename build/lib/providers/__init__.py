@@ -1,1 +1,0 @@
-"""Provider catalogs: regions, instance types, resources and prices, behind one registry."""

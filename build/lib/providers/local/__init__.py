@@ -1,1 +1,0 @@
-"""The `local` provider: this machine as a one-region, one-instance-type catalog."""
