@@ -96,12 +96,14 @@ def test_reserve_hands_current_node_usage_to_fits(ledger: Ledger) -> None:
 
     reserve(ledger, 2, 5, fits=fits)
     reserve(ledger, 1, 1, fits=fits)
-    reserve(ledger, 1, 1, is_remote=True, fits=fits)  # remote rows hold nothing locally
-    reserve(ledger, 1, 1, fits=fits)
+    reserve(ledger, 1, 1, is_remote=True, fits=fits)  # a remote driver sees its own usage
+    reserve(ledger, 1, 1, is_remote=True, fits=fits)
+    reserve(ledger, 1, 1, fits=fits)  # remote rows hold nothing locally
     assert seen[0] == Resources()
     assert (seen[1].cpu, seen[1].ram) == (2, 5)
-    assert (seen[2].cpu, seen[2].ram) == (3, 6)
-    assert (seen[3].cpu, seen[3].ram) == (3, 6)
+    assert (seen[2].cpu, seen[2].ram) == (0, 0)
+    assert (seen[3].cpu, seen[3].ram) == (1, 1)
+    assert (seen[4].cpu, seen[4].ram) == (3, 6)
 
 
 @pytest.mark.parametrize("answer", [0, -1])
