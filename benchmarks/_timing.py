@@ -32,18 +32,22 @@ def check_installed() -> None:
         )
 
 
-def median_ms(argv: Sequence[str], env: dict[str, str], runs: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        subprocess.run(
-            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
-        )
-    samples = []
+def interleaved_medians(
+    cases: dict[str, tuple[Sequence[str], dict[str, str]]], runs: int, warmup: int = 3
+) -> dict[str, float]:
+    """Median ms per case, sampling the cases round-robin so that machine noise and drift
+    (a shared VM's neighbours, CPU frequency) fall on every case alike."""
+    for argv, env in cases.values():
+        for _ in range(warmup):
+            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(runs):
-        start = time.perf_counter()
-        done = subprocess.run(
-            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
-        )
-        samples.append((time.perf_counter() - start) * 1000)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()}")
-    return statistics.median(samples)
+        for name, (argv, env) in cases.items():
+            start = time.perf_counter()
+            done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            samples[name].append((time.perf_counter() - start) * 1000)
+            if done.returncode != 0:
+                raise SystemExit(
+                    f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()}"
+                )
+    return {name: statistics.median(values) for name, values in samples.items()}

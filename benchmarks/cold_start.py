@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import check_installed, median_ms, shoal_command
+from _timing import check_installed, interleaved_medians, shoal_command
 
 TARGET_MS = 30.0
 FLOOR_APP = """
@@ -57,19 +57,19 @@ def main() -> None:
         env = {**os.environ, "SHOAL_HOME": str(home)}
         shoal = shoal_command()
         py = sys.executable
-        figures = {
-            "python -c pass": median_ms([py, "-c", "pass"], env, args.runs),
-            "floor --help": median_ms([py, str(floor), "--help"], env, args.runs),
-            "floor hello --json": median_ms([py, str(floor), "hello", "--json"], env, args.runs),
-        }
         cases = {
             "shoal --help": (["--help"], "floor --help"),
             "shoal regions --json": (["regions", "--json"], "floor hello --json"),
             "shoal resources --json": (["resources", "--json"], "floor hello --json"),
             "shoal status --json": (["status", "--json"], "floor hello --json"),
         }
-        for name, (argv, _) in cases.items():
-            figures[name] = median_ms([*shoal, *argv], env, args.runs)
+        runs = {
+            "python -c pass": ([py, "-c", "pass"], env),
+            "floor --help": ([py, str(floor), "--help"], env),
+            "floor hello --json": ([py, str(floor), "hello", "--json"], env),
+            **{name: ([*shoal, *argv], env) for name, (argv, _) in cases.items()},
+        }
+        figures = interleaved_medians(runs, args.runs)
 
     print(f"typer {typer.__version__}, python {sys.version.split()[0]}, {args.runs} runs, median")
     print(f"{'command':28s} {'ms':>8s} {'floor ms':>9s} {'over':>8s} {'ratio':>6s}")

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import check_installed, median_ms, shoal_command
+from _timing import check_installed, interleaved_medians, shoal_command
 
 TARGET_RATIO = 1.2
 DRY_RUN = ["alloc", "--driver", "test", "--cpu", "1", "--ram", "1", "--dry-run"]
@@ -48,12 +48,12 @@ def fill(home: Path, rows: int, live: int) -> None:
     ledger.close()
 
 
-def measure(home: Path, runs: int) -> dict[str, float]:
+def cases_for(label: str, home: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
     env = {**os.environ, "SHOAL_HOME": str(home)}
     shoal = shoal_command()
     return {
-        "status --json": median_ms([*shoal, "status", "--json"], env, runs),
-        "alloc --dry-run": median_ms([*shoal, *DRY_RUN], env, runs),
+        f"{label}|status --json": ([*shoal, "status", "--json"], env),
+        f"{label}|alloc --dry-run": ([*shoal, *DRY_RUN], env),
     }
 
 
@@ -63,14 +63,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000)
     args = parser.parse_args()
     check_installed()
-    results: dict[str, dict[str, float]] = {}
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, live in (("empty", None), ("history", 10), ("all live", args.rows)):
             home = Path(tmp) / label.replace(" ", "-")
             home.mkdir()
             if live is not None:
                 fill(home, args.rows, live)
-            results[label] = measure(home, args.runs)
+            cases.update(cases_for(label, home))
+        medians = interleaved_medians(cases, args.runs)
+    results: dict[str, dict[str, float]] = {}
+    for key, value in medians.items():
+        label, command = key.split("|")
+        results.setdefault(label, {})[command] = value
     print(f"{args.runs} runs, median wall ms; {args.rows} rows per full ledger")
     header = ("command", "empty", "history", "ratio", "all live", "ratio")
     print("{:18s} {:>8s} {:>9s} {:>6s} {:>9s} {:>6s}".format(*header))

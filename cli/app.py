@@ -1,7 +1,5 @@
 """The Typer application: global options, subcommands, and error -> exit code mapping."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,8 +7,6 @@ import typer
 from typer.core import TyperGroup
 
 from cli import output
-from cli.commands import alloc as alloc_cmds
-from cli.commands import catalog as catalog_cmds
 from cli.exit_codes import ExitCode, exit_code_for
 from cli.state import state
 from providers.env import ENV_CONFIG, ENV_HOME
@@ -37,19 +33,22 @@ class ShoalGroup(TyperGroup):
             ctx.exit(ExitCode.INTERRUPTED)
 
 
-app = typer.Typer(
-    cls=ShoalGroup,
-    name="shoal",
-    help="Which compute exists, what it costs, how much is free; allocate and free it.",
-    epilog=EPILOG,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# Each subcommand, declared once: name -> "module:function". Only the invoked one is
+# imported and converted by Typer, which keeps cold start flat as commands grow.
+COMMANDS: dict[str, str] = {
+    "regions": "cli.commands.catalog:regions",
+    "types": "cli.commands.catalog:types",
+    "resources": "cli.commands.catalog:resources",
+    "pricing": "cli.commands.catalog:pricing",
+    "alloc": "cli.commands.alloc:alloc",
+    "status": "cli.commands.alloc:status",
+    "free": "cli.commands.alloc:free",
+    "task": "cli.commands.alloc:task",
+    "drivers": "cli.commands.alloc:drivers",
+}
+_GLOBAL_VALUED = ("--home", "--config")
 
 
-@app.callback()
 def main_options(
     ctx: typer.Context,
     home: Annotated[
@@ -67,12 +66,44 @@ def main_options(
         overrides[ENV_CONFIG] = str(config)
 
 
-app.command()(catalog_cmds.regions)
-app.command()(catalog_cmds.types)
-app.command()(catalog_cmds.resources)
-app.command()(catalog_cmds.pricing)
-app.command()(alloc_cmds.alloc)
-app.command()(alloc_cmds.status)
-app.command()(alloc_cmds.free)
-app.command()(alloc_cmds.task)
-app.command()(alloc_cmds.drivers)
+def invoked_command(argv: list[str]) -> str | None:
+    """The subcommand `argv` names, skipping global options; None if there is none."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _GLOBAL_VALUED:
+            skip = True
+        elif not token.startswith("-"):
+            return token if token in COMMANDS else None
+    return None
+
+
+def build_app(argv: list[str] | None = None) -> typer.Typer:
+    """The app with every command, or only the one `argv` invokes (what `main` runs)."""
+    from providers.plugins import import_string
+
+    built = typer.Typer(
+        cls=ShoalGroup,
+        name="shoal",
+        help="Which compute exists, what it costs, how much is free; allocate and free it.",
+        epilog=EPILOG,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    built.callback()(main_options)
+    only = invoked_command(argv) if argv is not None else None
+    for name, target in COMMANDS.items():
+        if only is None or name == only:
+            built.command(name)(import_string(target))
+    return built
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # `from cli.app import app` (tests, completion) gets the full app, built on demand so
+    # that importing this module for `main` does not import every command.
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 
 def main() -> None:
-    from cli.app import app
+    import sys
 
-    app(prog_name="shoal")
+    from cli.app import build_app
+
+    build_app(sys.argv[1:])(prog_name="shoal")
 
 
 if __name__ == "__main__":

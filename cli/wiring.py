@@ -35,9 +35,11 @@ class _LedgerUsage:
         self._settings = settings_
 
     def active_local_usage(self) -> list[AllocationUsage]:
+        if not self._settings.paths.ledger_file.exists():
+            return []  # nothing was ever allocated here: no need for SQLite at all
         from drivers.ledger import Ledger
 
-        ledger = Ledger(self._settings.paths.ledger_file, create=False)
+        ledger = Ledger(self._settings.paths.ledger_file)
         try:
             return ledger.active_local_usage()
         finally:

@@ -160,10 +160,10 @@ def summary_row(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 class Ledger:
-    def __init__(self, path: Path, *, create: bool = True) -> None:
+    def __init__(self, path: Path) -> None:
+        """Reads of a ledger that does not exist see it empty; the first write creates it."""
         self.path = path
         self._conn: sqlite3.Connection | None = None
-        self._create = create
 
     # -- connection ----------------------------------------------------------------------
 
@@ -246,7 +246,7 @@ class Ledger:
             conn.execute("COMMIT")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        if not self._create and not self.exists:
+        if not self.exists:  # reads never create the ledger
             return []
         try:
             return _patiently(lambda: self.conn().execute(sql, params).fetchall())

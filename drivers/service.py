@@ -11,25 +11,20 @@ import json
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drivers import ledger as L
-from drivers.base import UNLIMITED, ResourceDriver
-from drivers.definition import expires_at
 from drivers.ledger import Allocation, Ledger
-from drivers.registry import open_driver
-from drivers.types import (
-    STATUS_ALLOCATED,
-    STATUS_NONE,
-    ApplicationTask,
-    LabelDefinition,
-    Resource,
-    Resources,
-)
 from providers.errors import RetryableError, ShoalError, UsageError
-from providers.settings import Settings
 from providers.timeutil import utcnow
 from providers.wire import format_time, from_wire, to_wire
+
+if TYPE_CHECKING:
+    # Driver code, types and the registry are imported where used: `status` listing a
+    # large ledger should not pay for them (cold start).
+    from drivers.base import ResourceDriver
+    from drivers.types import LabelDefinition, Resource, Resources
+    from providers.settings import Settings
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 
@@ -43,6 +38,8 @@ class Drivers:
 
     def driver(self, name: str) -> ResourceDriver:
         if name not in self._open:
+            from drivers.registry import open_driver
+
             self._open[name] = open_driver(self.settings, name)
         return self._open[name]
 
@@ -66,6 +63,8 @@ def _no_interrupts() -> Iterator[None]:
 
 
 def _resource(row: Allocation) -> Resource:
+    from drivers.types import Resource
+
     if row.state:
         return from_wire(Resource, row.state, strict=False)
     return Resource(identifier=row.id)
@@ -101,6 +100,8 @@ def prepare(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
 
 
 def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
+    from drivers.base import UNLIMITED
+
     driver = prepare(ctx, definition)
     recover(ctx)
     usage = ctx.ledger.node_usage(driver.name() if driver.is_remote() else None)
@@ -115,6 +116,9 @@ def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
 
 
 def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]) -> dict[str, Any]:
+    from drivers.definition import expires_at
+    from drivers.types import Resource
+
     driver = prepare(ctx, definition)
     recover(ctx)
     expires = expires_at(definition)
@@ -172,6 +176,8 @@ def _public_definition(definition: dict[str, Any]) -> dict[str, Any]:
 
 
 def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
+    from drivers.types import STATUS_ALLOCATED, STATUS_NONE
+
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
     out = describe(row)
@@ -251,6 +257,8 @@ def free_expired(ctx: Drivers) -> list[dict[str, Any]]:
 
 
 def run_task(ctx: Drivers, alloc_id: str, name: str, options: str) -> Any:
+    from drivers.types import ApplicationTask
+
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
     if row.status != L.ALLOCATED:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 from providers.errors import UsageError
 
 
@@ -11,6 +9,8 @@ def check_region(provider: str, name: str, known: list[str]) -> str:
     """Return `name` if the provider has it; otherwise a usage error suggesting close names."""
     if name in known:
         return name
+    import difflib
+
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     listed = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")

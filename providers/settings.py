@@ -102,21 +102,27 @@ class Paths:
 
 def load_config(path: Path) -> dict[str, Any]:
     """Read the TOML config; a missing file is an empty config, a broken one a ConfigError."""
-    import tomllib
-
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            text = fh.read()
     except FileNotFoundError:
         return {}
     except IsADirectoryError:
         raise ConfigError(
             f"config file {path} is a directory; remove it or set {ENV_CONFIG}"
         ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    import tomllib  # only when there is a config to parse: cold start
+
+    try:
+        return tomllib.loads(text.decode())
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path}: not UTF-8 ({exc.reason}); save it as UTF-8"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
 
 
 def config_section(config: Mapping[str, Any], *keys: str) -> dict[str, Any]:

@@ -1,7 +1,5 @@
 """`alloc`, `status`, `free`, `task`, `drivers`: resources through the driver list."""
 
-from __future__ import annotations
-
 import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,13 +17,13 @@ if TYPE_CHECKING:
     from drivers.types import LabelDefinition
 
 
-def _drivers(ctx: typer.Context) -> Drivers:
+def _drivers(ctx: typer.Context) -> "Drivers":
     from cli import wiring
 
     return wiring.drivers(state(ctx).settings())
 
 
-def _flush_warnings(service: Drivers) -> None:
+def _flush_warnings(service: "Drivers") -> None:
     for text in service.warnings:
         output.warn(text)
 
@@ -70,7 +68,7 @@ def _definition(
     multitenancy: bool | None,
     cpu_overbook: bool | None,
     ram_overbook: bool | None,
-) -> LabelDefinition:
+) -> "LabelDefinition":
     from drivers import definition as defs
 
     if path is not None:

@@ -1,7 +1,5 @@
 """`regions`, `types`, `resources`, `pricing`: the provider catalog."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -40,13 +38,13 @@ EndOpt = Annotated[
 ]
 
 
-def _catalog(ctx: typer.Context, provider: str) -> Catalog:
+def _catalog(ctx: typer.Context, provider: str) -> "Catalog":
     from cli import wiring
 
     return wiring.catalog(provider, state(ctx).settings())
 
 
-def _regions(catalog: Catalog, names: list[str] | None) -> list[RegionSpec | None]:
+def _regions(catalog: "Catalog", names: list[str] | None) -> "list[RegionSpec | None]":
     from providers.models import RegionSpec
 
     if not names or "all" in names:
@@ -55,13 +53,16 @@ def _regions(catalog: Catalog, names: list[str] | None) -> list[RegionSpec | Non
 
 
 def _options(
-    region: RegionSpec | None, select: list[str] | None, start: str | None, end: str | None
-) -> ResourceListOptions:
-    from providers import selectors
+    region: "RegionSpec | None", select: list[str] | None, start: str | None, end: str | None
+) -> "ResourceListOptions":
     from providers.models import ListResourceFilter, RegionSpec, ResourceListOptions
     from providers.timeutil import parse_time
 
-    selected = selectors.parse(select or [])
+    selected = []
+    if select:
+        from providers import selectors
+
+        selected = selectors.parse(select)
     return ResourceListOptions(
         region=region or RegionSpec(),
         start_time=parse_time(start, "--start") if start else None,
@@ -145,7 +146,7 @@ def types(
     )
 
 
-def _refuse_price_keys(chosen: list[Selector], sort: str | None) -> None:
+def _refuse_price_keys(chosen: "list[Selector]", sort: str | None) -> None:
     """Instance types carry no prices: a price filter here would silently match nothing."""
     from providers.errors import UsageError
 

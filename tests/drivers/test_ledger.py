@@ -236,13 +236,14 @@ def test_node_usage_flags_are_those_every_tenant_allows(ledger: Ledger) -> None:
     assert not (usage.multitenancy or usage.cpu_overbook or usage.ram_overbook)
 
 
-def test_missing_file_without_create_reads_empty_and_creates_nothing(tmp_path: Path) -> None:
+def test_reads_of_a_missing_ledger_are_empty_and_create_nothing(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
-    book = Ledger(path, create=False)
+    book = Ledger(path)
     assert book.summaries(include_ended=True) == []
     assert book.active_local_usage() == []
     assert book.node_usage() == Resources()
     assert book.sweep() == []
+    assert book.summaries_json(include_ended=False) == []
     assert not path.exists()
 
 
