@@ -6,6 +6,7 @@ import random
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from providers.errors import ShoalError
@@ -50,6 +51,29 @@ def parse_opts(
             raise error(f"{where}.{name}: must be <= {opt.maximum:g}, got {value!r}")
         out[name] = value
     return out
+
+
+def load_config(spec: Mapping[str, Opt], config: bytes, driver_name: str) -> dict[str, Any]:
+    """A driver instance's JSON config, checked against `spec` (errors are config errors)."""
+    import json
+
+    from providers.errors import ConfigError
+
+    try:
+        raw = json.loads(config or b"{}")
+    except ValueError as exc:
+        raise ConfigError(f"driver {driver_name}: config is not JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"driver {driver_name}: config must be a table")
+    return parse_opts(spec, raw, f'config [drivers."{driver_name}"]', ConfigError)
+
+
+def workspace_root(configured: str, default_root: Path, driver_name: str) -> Path:
+    """The configured workspace, or DEFAULT_ROOT/KIND/INSTANCE for `kind/instance`."""
+    if configured:
+        return Path(configured).expanduser()
+    kind, _, instance = driver_name.partition("/")
+    return default_root / kind / instance
 
 
 def roll(chance: int) -> bool:

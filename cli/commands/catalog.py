@@ -1,5 +1,6 @@
 """`regions`, `types`, `resources`, `pricing`: the provider catalog."""
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -168,6 +169,34 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (1, str(value).lower())
 
 
+def _gather(
+    ctx: typer.Context,
+    provider: str,
+    region: list[str] | None,
+    select: list[str] | None,
+    start: str | None,
+    end: str | None,
+    listing: Callable[["Catalog", "ResourceListOptions"], list[Any]],
+    predicting: Callable[["Catalog", "ResourceListOptions"], dict[str, Any]],
+) -> tuple[bool, Any]:
+    """Ask every chosen region: a list now, or (with --start/--end) a map of timestamps."""
+    if end is not None and start is None:
+        from providers.errors import UsageError
+
+        raise UsageError("--end needs --start; give the window's start too")
+    catalog = _catalog(ctx, provider)
+    windowed = start is not None
+    results: Any = {} if windowed else []
+    for r in _regions(catalog, region):
+        opts = _options(r, select, start, end)
+        if windowed:
+            for at, item in predicting(catalog, opts).items():
+                results.setdefault(at, item)  # one region per provider so far: local
+        else:
+            results.extend(listing(catalog, opts))
+    return windowed, results
+
+
 def resources(
     ctx: typer.Context,
     provider: ProviderOpt = "local",
@@ -180,20 +209,16 @@ def resources(
     """Show supply, allocated and allocatable resources; with --start/--end, over a window."""
     from providers.wire import to_wire
 
-    catalog = _catalog(ctx, provider)
-    windowed = start is not None or end is not None
-    if end is not None and start is None:
-        from providers.errors import UsageError
-
-        raise UsageError("--end needs --start; give the window's start too")
-    results: Any = {} if windowed else []
-    for r in _regions(catalog, region):
-        opts = _options(r, select, start, end)
-        if windowed:
-            for at, res in catalog.list_resource_predictions(opts).items():
-                results.setdefault(at, res)  # one region per provider so far: local
-        else:
-            results.extend(catalog.list_resources(opts))
+    windowed, results = _gather(
+        ctx,
+        provider,
+        region,
+        select,
+        start,
+        end,
+        lambda catalog, opts: catalog.list_resources(opts),
+        lambda catalog, opts: catalog.list_resource_predictions(opts),
+    )
     if as_json:
         output.emit_json(to_wire(results))
         return
@@ -224,19 +249,16 @@ def pricing(
     """Show hourly prices per instance type: on-demand, spot and scheduled (USD)."""
     from providers.wire import to_wire
 
-    catalog = _catalog(ctx, provider)
-    windowed = start is not None or end is not None
-    if end is not None and start is None:
-        from providers.errors import UsageError
-
-        raise UsageError("--end needs --start; give the window's start too")
-    results: Any = {} if windowed else []
-    for r in _regions(catalog, region):
-        opts = _options(r, select, start, end)
-        if windowed:
-            results.update(catalog.list_pricing_predictions(opts))
-        else:
-            results.extend(catalog.list_pricing(opts))
+    windowed, results = _gather(
+        ctx,
+        provider,
+        region,
+        select,
+        start,
+        end,
+        lambda catalog, opts: catalog.list_pricing(opts),
+        lambda catalog, opts: catalog.list_pricing_predictions(opts),
+    )
     if as_json:
         output.emit_json(to_wire(results))
         return

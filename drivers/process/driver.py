@@ -30,9 +30,9 @@ from typing import Any
 from drivers import procinfo
 from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import Opt, parse_opts
+from drivers.options import Opt, load_config, parse_opts, workspace_root
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
-from providers.errors import ConfigError, ShoalError, UsageError
+from providers.errors import ShoalError, UsageError
 from providers.local.catalog import LocalCatalog
 from providers.settings import Settings
 
@@ -89,15 +89,9 @@ class ProcessDriver:
         return False
 
     def prepare(self, config: bytes) -> None:
-        try:
-            raw = json.loads(config or b"{}")
-        except ValueError as exc:
-            raise ConfigError(f"driver {self._name}: config is not JSON: {exc}") from None
-        self.cfg = parse_opts(CONFIG, raw, f'config [drivers."{self._name}"]', ConfigError)
-        instance = self._name.partition("/")[2]
+        self.cfg = load_config(CONFIG, config, self._name)
         paths = self._settings.paths
-        default = paths.workspaces_dir / "process" / instance
-        self.root = Path(self.cfg["workspace"]).expanduser() if self.cfg["workspace"] else default
+        self.root = workspace_root(self.cfg["workspace"], paths.workspaces_dir, self._name)
         paths.ensure_dir(self.root)
 
     # -- definitions and capacity ----------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 
 from drivers.base import CAPACITY_ERROR, ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import Opt, parse_opts, probability, roll
+from drivers.options import Opt, load_config, parse_opts, probability, roll, workspace_root
 from drivers.types import (
     STATUS_ALLOCATED,
     STATUS_NONE,
@@ -26,7 +26,7 @@ from drivers.types import (
     Resource,
     Resources,
 )
-from providers.errors import ConfigError, ShoalError, UsageError
+from providers.errors import ShoalError, UsageError
 from providers.settings import Settings
 from providers.timeutil import utcnow
 from providers.wire import format_time
@@ -77,15 +77,9 @@ class TestDriver:
         return bool(self.cfg.get("is_remote"))
 
     def prepare(self, config: bytes) -> None:
-        try:
-            raw = json.loads(config or b"{}")
-        except ValueError as exc:
-            raise ConfigError(f"driver {self._name}: config is not JSON: {exc}") from None
-        self.cfg = parse_opts(CONFIG, raw, f'config [drivers."{self._name}"]', ConfigError)
-        instance = self._name.partition("/")[2]
-        default = self._paths.workspaces_dir / "test" / instance
-        self.workspace = (
-            Path(self.cfg["workspace"]).expanduser() if self.cfg["workspace"] else default
+        self.cfg = load_config(CONFIG, config, self._name)
+        self.workspace = workspace_root(
+            self.cfg["workspace"], self._paths.workspaces_dir, self._name
         )
         self._paths.ensure_dir(self.workspace)
 
