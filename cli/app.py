@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "free": "cli.commands.alloc:free",
     "task": "cli.commands.alloc:task",
     "drivers": "cli.commands.alloc:drivers",
+    "image": "cli.commands.image:app",
 }
 _GLOBAL_VALUED = ("--home", "--config")
 
@@ -97,7 +98,11 @@ def build_app(argv: list[str] | None = None) -> typer.Typer:
     only = invoked_command(argv) if argv is not None else None
     for name, target in COMMANDS.items():
         if only is None or name == only:
-            built.command(name)(import_string(target))
+            command = import_string(target)
+            if isinstance(command, typer.Typer):
+                built.add_typer(command, name=name)
+            else:
+                built.command(name)(command)
     return built
 
 

@@ -6,10 +6,11 @@ only when a table is drawn; it honours NO_COLOR and drops styling when stdout is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -23,6 +24,31 @@ def emit_json_rows(rows: list[str]) -> None:
     """A JSON array of pre-encoded objects, one per line (long lists stay fast and greppable)."""
     sys.stdout.write("[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n")
     sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A progress bar (bytes, rate, ETA) on stderr when it is a terminal; else nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int | None) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 def short_time(stamp: str | None) -> str | None:

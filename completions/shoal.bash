@@ -19,13 +19,14 @@ _shoal() {
         alloc) words='--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --json --help -h' ;;
         drivers) words='--json --help -h' ;;
         free) words='--expired --json --help -h' ;;
+        image) words='--help -h' ;;
         pricing) words='--provider -p --region -r --select -s --start --end --json --help -h' ;;
         regions) words='--provider -p --json --help -h' ;;
         resources) words='--provider -p --region -r --select -s --start --end --json --help -h' ;;
         status) words='--all --json --help -h' ;;
         task) words='--options --json --help -h' ;;
         types) words='--provider -p --region -r --select -s --sort --limit --json --help -h' ;;
-        *) words='alloc drivers free pricing regions resources status task types --home --config --help -h' ;;
+        *) words='alloc drivers free image pricing regions resources status task types --home --config --help -h' ;;
     esac
     COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

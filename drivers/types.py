@@ -91,10 +91,38 @@ class ApplicationTask:
 
 @dataclass
 class Image:
-    """An image to download and unpack into OUT/NAME-VERSION/ (pull arrives with issue 3)."""
+    """An image archive to download and unpack into OUT/NAME-VERSION/.
+
+    Name and version default to the URL's file name split at its last `-`, without the
+    archive extension (`ubuntu-base-22.04.tar.xz` -> `ubuntu-base`, `22.04`).
+    """
 
     url: str = field(default="")
     sum: str = field(default="")  # "<algo>:<hex>"
     name: str = field(default="")
     version: str = field(default="")
     tag: str = field(default="")
+
+    def validate(self) -> None:
+        """Check url, sum, name and version; fill name/version from the URL when empty."""
+        from drivers.image import checksum, naming
+
+        naming.check_url(self.url)
+        if self.sum:
+            checksum.parse(self.sum)
+        if not self.name or not self.version:
+            name, version = naming.split_name_version(self.url)
+            self.name = self.name or name
+            self.version = self.version or version
+        naming.check_component(self.name, "name")
+        naming.check_component(self.version, "version")
+
+    def download_unpack(self, out_dir: str, user: str, password: str) -> str:
+        """Stream, verify and unpack into OUT_DIR/NAME-VERSION/; returns that path."""
+        from pathlib import Path
+
+        from drivers.image.pull import PullOptions, pull
+
+        self.validate()
+        opts = PullOptions(out_dir=Path(out_dir), user=user, password=password)
+        return pull(self.url, self.sum, self.name, self.version, self.tag, opts).path

@@ -1,0 +1,1 @@
+"""Image pull: stream download, verify and unpack, safely and resumably."""

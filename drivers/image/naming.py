@@ -1,0 +1,69 @@
+"""Image names and versions from URLs, as the spec says, and the checks on them."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit
+
+from providers.errors import UsageError
+
+# Longest first, so `.tar.gz` wins over `.gz`.
+ARCHIVE_EXTENSIONS = (
+    ".tar.gz",
+    ".tar.xz",
+    ".tar.bz2",
+    ".tar.zst",
+    ".tar.zstd",
+    ".tgz",
+    ".txz",
+    ".tbz2",
+    ".tbz",
+    ".tzst",
+    ".tar",
+    ".gz",
+    ".xz",
+    ".bz2",
+    ".zst",
+)
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*$")
+
+
+def file_name(url: str) -> str:
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def strip_extension(name: str) -> str:
+    lower = name.lower()
+    for ext in ARCHIVE_EXTENSIONS:
+        if lower.endswith(ext) and len(name) > len(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def split_name_version(url: str) -> tuple[str, str]:
+    """`https://h/x/ubuntu-base-22.04.tar.xz` -> (`ubuntu-base`, `22.04`)."""
+    stem = strip_extension(file_name(url))
+    name, sep, version = stem.rpartition("-")
+    if not sep or not name or not version:
+        raise UsageError(
+            f"cannot derive name and version from {file_name(url)!r} (expected NAME-VERSION.EXT); "
+            "pass --name and --version"
+        )
+    return name, version
+
+
+def check_component(value: str, field: str) -> str:
+    if not _SAFE.match(value) or ".." in value:
+        raise UsageError(
+            f"{field} {value!r} must be letters, digits and . _ + ~ - (no slashes, no leading dot)"
+        )
+    return value
+
+
+def check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"URL {url!r} must be an http:// or https:// address")
+    if parts.username or parts.password:
+        raise UsageError("URL must not carry credentials; use --user and --password-stdin")
+    return url

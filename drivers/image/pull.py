@@ -1,0 +1,311 @@
+"""`Image.download_unpack`: one pass from the network into a verified image directory.
+
+    lock OUT/.NAME-VERSION.lock (flock: a killed holder releases it)
+    -> already in place? done (unless forced)
+    -> HTTP body --hash--> decompress (bounded) --> tar reader --> OUT/.NAME-VERSION.tmp-XXXX/
+    -> stream ended cleanly and the checksum matches? rename the temp dir to OUT/NAME-VERSION
+
+Nothing is visible before it is verified; on any failure, the temp dir is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drivers.image import checksum, decompress, extract
+from drivers.image.naming import check_component, check_url, split_name_version
+from drivers.image.source import HttpSource, Policy, RestartRequired, display
+from providers.errors import ConfigError, RetryableError, ShoalError
+
+GIB = 2**30
+META_SUFFIX = ".json"
+
+
+class ChecksumMismatchError(ShoalError):
+    """The bytes received do not have the checksum asked for or announced."""
+
+
+@dataclass
+class PullOptions:
+    out_dir: Path
+    user: str = ""
+    password: str = ""
+    force: bool = False
+    max_unpacked_bytes: int = 64 * GIB
+    max_entries: int = 1_000_000
+    lock_timeout_seconds: float = 600.0
+    policy: Policy = field(default_factory=Policy)
+    on_bytes: Callable[[int, int | None], None] | None = None
+    warn: Callable[[str], None] = lambda text: None
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], out_dir: Path, **overrides: Any) -> PullOptions:
+        """[image] max_unpacked_gib, max_entries, attempts, backoff_seconds,
+        read_timeout_seconds, lock_timeout_seconds."""
+        known = {
+            "max_unpacked_gib",
+            "max_entries",
+            "attempts",
+            "backoff_seconds",
+            "read_timeout_seconds",
+            "lock_timeout_seconds",
+            "dir",
+        }
+        for key, value in config.items():
+            if key not in known:
+                raise ConfigError(
+                    f"config [image] has unknown key {key!r}; known: {', '.join(sorted(known))}"
+                )
+            if key != "dir" and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+            ):
+                raise ConfigError(f"config [image].{key} must be a number > 0, got {value!r}")
+        policy = Policy(
+            attempts=int(config.get("attempts", Policy.attempts)),
+            backoff_seconds=float(config.get("backoff_seconds", Policy.backoff_seconds)),
+            read_timeout_seconds=float(
+                config.get("read_timeout_seconds", Policy.read_timeout_seconds)
+            ),
+        )
+        return cls(
+            out_dir=out_dir,
+            max_unpacked_bytes=int(float(config.get("max_unpacked_gib", 64)) * GIB),
+            max_entries=int(config.get("max_entries", 1_000_000)),
+            lock_timeout_seconds=float(config.get("lock_timeout_seconds", 600)),
+            policy=policy,
+            **overrides,
+        )
+
+
+@dataclass
+class PullResult:
+    path: str
+    name: str
+    version: str
+    tag: str
+    bytes_downloaded: int
+    bytes_unpacked: int
+    checksum: str
+    seconds: float
+    cached: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path, timeout: float) -> Iterator[None]:
+    """An exclusive flock; the kernel drops it when its holder dies, so none is ever stale."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RetryableError(
+                        f"another shoal has held {lock_path.name} for {timeout:.0f}s "
+                        "(pulling the same image); try again later"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _meta_path(out_dir: Path, dirname: str) -> Path:
+    return out_dir / f".{dirname}{META_SUFFIX}"
+
+
+def _cached(target: Path, meta_path: Path, wanted: checksum.Sum | None) -> dict[str, Any] | None:
+    if not target.is_dir():
+        return None
+    meta: dict[str, Any] = {}
+    try:
+        loaded = json.loads(meta_path.read_text())
+        meta = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    if wanted is not None:
+        recorded = str(meta.get("checksum", ""))
+        if recorded.partition(":")[0] == wanted.algo and recorded != str(wanted):
+            return None  # the image in place is another build: pull the one asked for
+    return meta
+
+
+def _sweep_temps(out_dir: Path, dirname: str) -> None:
+    # Left by a pull that was killed; we hold the lock, so nobody else is using them.
+    for stale in out_dir.glob(f".{dirname}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    for stale in out_dir.glob(f".{dirname}.old-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _expected(
+    wanted: checksum.Sum | None, announced: list[checksum.Sum], where: str
+) -> checksum.Sum | None:
+    """The checksum to verify; a server announcing another one for --sum's algorithm fails."""
+    for claim in announced:
+        if wanted is not None and claim.algo == wanted.algo and claim.hex != wanted.hex:
+            raise ChecksumMismatchError(
+                f"{where}: the server announces {claim} but --sum expects {wanted}; "
+                "nothing was unpacked"
+            )
+    if wanted is not None:
+        return wanted
+    strongest = sorted(announced, key=lambda s: checksum.ALGORITHMS[s.algo], reverse=True)
+    return strongest[0] if strongest else None
+
+
+def pull(
+    url: str, sum_text: str, name: str, version: str, tag: str, opts: PullOptions
+) -> PullResult:
+    started = time.monotonic()
+    check_url(url)
+    wanted = checksum.parse(sum_text) if sum_text else None
+    if wanted is not None and wanted.algo in checksum.WEAK:
+        opts.warn(f"{wanted.algo} is weak; prefer sha256 or sha512 in --sum")
+    if not name or not version:
+        derived_name, derived_version = split_name_version(url)
+        name = name or derived_name
+        version = version or derived_version
+    check_component(name, "--name")
+    check_component(version, "--version")
+    dirname = f"{name}-{version}"
+    out_dir = opts.out_dir
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"images dir {out_dir}: {exc.strerror}; choose another with --out"
+        ) from None
+    target = out_dir / dirname
+    meta_path = _meta_path(out_dir, dirname)
+    with locked(out_dir / f".{dirname}.lock", opts.lock_timeout_seconds):
+        if not opts.force:
+            meta = _cached(target, meta_path, wanted)
+            if meta is not None:
+                return PullResult(
+                    path=str(target),
+                    name=name,
+                    version=version,
+                    tag=tag or meta.get("tag", ""),
+                    bytes_downloaded=0,
+                    bytes_unpacked=int(meta.get("bytes_unpacked", 0)),
+                    checksum=str(meta.get("checksum", "")),
+                    seconds=round(time.monotonic() - started, 3),
+                    cached=True,
+                )
+        _sweep_temps(out_dir, dirname)
+        downloaded, unpacked, digest = _download_into(url, wanted, out_dir, dirname, opts)
+        meta = {
+            "url": display(url),
+            "checksum": digest,
+            "tag": tag,
+            "bytes_unpacked": unpacked,
+            "pulled": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        tmp_meta = meta_path.with_name(meta_path.name + ".tmp")
+        tmp_meta.write_text(json.dumps(meta))
+        os.replace(tmp_meta, meta_path)
+    return PullResult(
+        path=str(target),
+        name=name,
+        version=version,
+        tag=tag,
+        bytes_downloaded=downloaded,
+        bytes_unpacked=unpacked,
+        checksum=digest,
+        seconds=round(time.monotonic() - started, 3),
+        cached=False,
+    )
+
+
+def _download_into(
+    url: str, wanted: checksum.Sum | None, out_dir: Path, dirname: str, opts: PullOptions
+) -> tuple[int, int, str]:
+    """Download, verify and move into place; returns (bytes downloaded, unpacked, checksum)."""
+    auth = (opts.user, opts.password) if opts.user else None
+    restarts = 0
+    downloaded = 0
+    while True:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dirname}.tmp-", dir=out_dir))
+        try:
+            algo = wanted.algo if wanted else checksum.DEFAULT
+            with HttpSource(
+                url,
+                auth=auth,
+                hasher=checksum.new_hasher(algo),
+                policy=opts.policy,
+                on_bytes=opts.on_bytes,
+            ) as source:
+                source.open()
+                expected = _expected(wanted, source.announced(), display(url))
+                if expected is not None and expected.algo != algo:
+                    # Verify what the server announced, in its own algorithm.
+                    source.hasher = checksum.new_hasher(expected.algo)
+                    algo = expected.algo
+                _, tar_bytes = decompress.open_stream(source)
+                result = extract.extract(
+                    tar_bytes, tmp, extract.Caps(opts.max_unpacked_bytes, opts.max_entries)
+                )
+                while tar_bytes.read(decompress.INPUT_CHUNK):  # trailing padding: hash it too
+                    pass
+                source.drain()
+                downloaded += source.received
+                actual = checksum.Sum(algo, source.hasher.hexdigest())
+            if expected is not None and actual.hex != expected.hex:
+                raise ChecksumMismatchError(
+                    f"{display(url)}: checksum mismatch: expected {expected}, got {actual}; "
+                    "nothing was unpacked"
+                )
+            _place(tmp, out_dir / dirname, out_dir)
+            return downloaded, result.bytes_unpacked, str(actual)
+        except RestartRequired as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            restarts += 1
+            if restarts >= opts.policy.attempts:
+                raise ShoalError(
+                    f"{display(url)}: {exc}; gave up after {restarts} restarts"
+                ) from None
+            opts.warn(f"{exc}; starting the download over")
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if exc.errno == errno.ENOSPC:
+                raise ShoalError(
+                    f"no space left in {out_dir} while unpacking; nothing was kept"
+                ) from None
+            raise ShoalError(f"unpacking into {out_dir} failed: {exc.strerror or exc}") from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def _place(tmp: Path, target: Path, out_dir: Path) -> None:
+    """Rename the verified temp dir into place; a forced re-pull swaps out the old one."""
+    os.chmod(tmp, 0o755)
+    old: Path | None = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=out_dir))
+        os.replace(target, old / "image")
+    os.replace(tmp, target)
+    dir_fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,302 @@
+"""The network side of a pull: one forward-only byte stream over HTTP that survives drops.
+
+`HttpSource.read(n)` hands out the body's bytes in order, hashing each one once. When the
+connection drops or stalls mid-body, it asks again with `Range: bytes=N-` guarded by
+`If-Range` (the ETag, or Last-Modified), and carries on feeding the same hash and the same
+decompressor. A server that answers the resumed request with the whole body instead (it
+cannot resume, or the file changed) raises `RestartRequired`: the caller starts over cleanly.
+
+Credentials go only to the origin (scheme, host, port); a redirect elsewhere drops them.
+Messages name URLs without user info or query string (signed URLs carry secrets there).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from drivers.image import checksum
+from providers.errors import (
+    CredentialsError,
+    NotFoundError,
+    ProviderUnreachableError,
+    ShoalError,
+)
+
+if TYPE_CHECKING:
+    import hashlib
+
+    import httpx
+
+CHUNK_BYTES = 256 * 1024
+MAX_REDIRECTS = 10
+_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+class RestartRequired(Exception):
+    """The server cannot continue where the stream broke: start the pull over."""
+
+
+@dataclass
+class Policy:
+    attempts: int = 5  # tries per request, and restarts per pull
+    backoff_seconds: float = 0.5  # doubles per retry, capped at 8 s
+    connect_timeout_seconds: float = 15.0
+    read_timeout_seconds: float = 30.0  # a stall longer than this is a drop
+
+
+def display(url: str) -> str:
+    """A URL safe to print: no user info, no query string, no fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+class HttpSource:
+    def __init__(
+        self,
+        url: str,
+        *,
+        auth: tuple[str, str] | None,
+        hasher: hashlib._Hash,
+        policy: Policy,
+        on_bytes: Callable[[int, int | None], None] | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        import httpx
+
+        self.url = url
+        self.auth = auth
+        self.hasher = hasher
+        self.policy = policy
+        self.on_bytes = on_bytes
+        self.received = 0
+        self.total: int | None = None
+        self.headers: dict[str, str] = {}
+        self.final_url = url
+        self._validator: str | None = None
+        self._validator_kind = ""
+        self._client = client or httpx.Client(
+            follow_redirects=False,
+            timeout=httpx.Timeout(
+                policy.read_timeout_seconds, connect=policy.connect_timeout_seconds
+            ),
+            headers={"Accept-Encoding": "identity", "User-Agent": "shoal"},
+        )
+        self._owns_client = client is None
+        self._response: httpx.Response | None = None
+        self._chunks: Iterator[bytes] | None = None
+        self._buffer = b""
+        self._done = False
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _sleep_before_retry(self, attempt: int, response: httpx.Response | None = None) -> None:
+        delay = min(8.0, self.policy.backoff_seconds * (2**attempt))
+        if response is not None:
+            retry_after = response.headers.get("retry-after", "")
+            if retry_after.isdigit():
+                delay = min(8.0, max(delay, float(retry_after)))
+        time.sleep(delay)
+
+    def _send(self, extra: dict[str, str]) -> httpx.Response:
+        """One logical request: redirects followed by hand (auth stays with the origin)."""
+        url = self.url
+        origin = _origin(self.url)
+        for _ in range(MAX_REDIRECTS + 1):
+            request_auth = self.auth if _origin(url) == origin else None
+            request = self._client.build_request("GET", url, headers=extra)
+            if request_auth is not None:
+                request.headers["Authorization"] = _basic(*request_auth)
+            response = self._client.send(request, stream=True)
+            if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
+                response.close()
+                url = urljoin(url, response.headers["location"])
+                continue
+            self.final_url = url
+            return response
+        raise ShoalError(f"{display(self.url)}: more than {MAX_REDIRECTS} redirects")
+
+    def _request(self, extra: dict[str, str]) -> httpx.Response:
+        """Send with retries on connection failures and retryable statuses."""
+        import httpx
+
+        last: str = ""
+        for attempt in range(self.policy.attempts):
+            try:
+                response = self._send(extra)
+            except (httpx.TransportError, OSError) as exc:
+                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if attempt + 1 < self.policy.attempts:
+                    self._sleep_before_retry(attempt)
+                continue
+            if response.status_code in _RETRY_STATUS:
+                last = f"HTTP {response.status_code}"
+                response.close()
+                if attempt + 1 < self.policy.attempts:
+                    self._sleep_before_retry(attempt, response)
+                continue
+            return response
+        raise ProviderUnreachableError(
+            f"{display(self.url)}: {last} after {self.policy.attempts} attempts; "
+            "check the network or the server, then retry"
+        )
+
+    def _check_status(self, response: httpx.Response) -> None:
+        code = response.status_code
+        where = display(self.final_url)
+        if code in (401, 403):
+            response.close()
+            hint = (
+                "credentials were refused"
+                if self.auth
+                else "it needs credentials: give --user "
+                "with --password-stdin, SHOAL_IMAGE_PASSWORD or ~/.netrc"
+            )
+            raise CredentialsError(f"{where}: HTTP {code}, {hint}")
+        if code == 404:
+            response.close()
+            raise NotFoundError(f"{where}: HTTP 404, no such image; check the URL")
+        if code not in (200, 206):
+            response.close()
+            raise ShoalError(f"{where}: HTTP {code} {response.reason_phrase}")
+
+    def open(self) -> None:
+        response = self._request({})
+        self._check_status(response)
+        if response.status_code != 200:
+            response.close()
+            raise ShoalError(
+                f"{display(self.final_url)}: HTTP {response.status_code} to a plain GET"
+            )
+        self._attach(response)
+        self.headers = dict(response.headers)
+        length = response.headers.get("content-length", "")
+        self.total = int(length) if length.isdigit() else None
+        etag = response.headers.get("etag", "")
+        if etag and not etag.startswith("W/"):
+            self._validator, self._validator_kind = etag, "etag"
+        elif response.headers.get("last-modified"):
+            self._validator, self._validator_kind = response.headers["last-modified"], "date"
+
+    def announced(self) -> list[checksum.Sum]:
+        return checksum.announced(self.headers)
+
+    def _attach(self, response: httpx.Response) -> None:
+        self._response = response
+        self._chunks = response.iter_raw(CHUNK_BYTES)
+
+    def _resume(self, why: str) -> None:
+        """Ask for the rest of the body; RestartRequired if the server cannot give it."""
+        if self._response is not None:
+            self._response.close()
+        if self._validator is None:
+            raise RestartRequired(f"{why}; the server gave no ETag or Last-Modified to resume by")
+        headers = {"Range": f"bytes={self.received}-", "If-Range": self._validator}
+        for attempt in range(self.policy.attempts):
+            self._sleep_before_retry(attempt)
+            response = self._request(headers)
+            self._check_status(response)
+            if response.status_code == 200:
+                response.close()
+                raise RestartRequired(f"{why}; the server cannot resume (answered 200)")
+            start = _content_range_start(response.headers.get("content-range", ""))
+            if start != self.received:
+                response.close()
+                raise RestartRequired(f"{why}; the server resumed at the wrong byte ({start})")
+            self._attach(response)
+            return
+        raise ProviderUnreachableError(f"{display(self.url)}: could not resume ({why})")
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _next_chunk(self) -> bytes:
+        import httpx
+
+        drops = 0
+        while True:
+            assert self._chunks is not None
+            try:
+                chunk = next(self._chunks)
+            except StopIteration:
+                if self.total is not None and self.received < self.total:
+                    why = f"connection closed at byte {self.received} of {self.total}"
+                else:
+                    return b""
+            except (httpx.TransportError, OSError) as exc:
+                why = f"connection dropped at byte {self.received} ({type(exc).__name__})"
+            else:
+                if chunk:
+                    return chunk
+                continue
+            drops += 1
+            if drops > self.policy.attempts:
+                raise ProviderUnreachableError(
+                    f"{display(self.url)}: {why}; gave up after {self.policy.attempts} resumes"
+                )
+            self._resume(why)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._done:
+            return b""
+        if not self._buffer:
+            chunk = self._next_chunk()
+            if not chunk:
+                self._done = True
+                return b""
+            if self.total is not None and self.received + len(chunk) > self.total:
+                raise ShoalError(f"{display(self.url)}: the server sent more than Content-Length")
+            self.received += len(chunk)
+            self.hasher.update(chunk)
+            if self.on_bytes is not None:
+                self.on_bytes(self.received, self.total)
+            self._buffer = chunk
+        if size < 0 or size >= len(self._buffer):
+            out, self._buffer = self._buffer, b""
+        else:
+            out, self._buffer = self._buffer[:size], self._buffer[size:]
+        return out
+
+    def drain(self) -> None:
+        """Read to the end, so every byte is hashed and the length is checked."""
+        while self.read(CHUNK_BYTES):
+            pass
+
+    def close(self) -> None:
+        if self._response is not None:
+            self._response.close()
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> HttpSource:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return f"Basic {token}"
+
+
+def _content_range_start(value: str) -> int | None:
+    # "bytes 1000-1999/2000"
+    unit, _, rest = value.partition(" ")
+    if unit.strip().lower() != "bytes":
+        return None
+    start, _, _ = rest.partition("-")
+    return int(start) if start.strip().isdigit() else None
