@@ -24,6 +24,7 @@ from drivers.image.decompress import Reader
 from providers.errors import ShoalError
 
 BLOCK = 512
+_ZERO_BLOCK = bytes(BLOCK)
 READ_CHUNK = 1024 * 1024
 MAX_META_BYTES = 1024 * 1024  # pax headers and GNU long names
 _DIR_FD_CACHE = 256
@@ -63,6 +64,10 @@ class Member:
 def _number(field: bytes) -> int:
     if field and field[0] & 0x80:  # GNU base-256 for values past the octal range
         return int.from_bytes(field[1:], "big")
+    try:  # the common case, fast: "0000644\0", "00000001750 "
+        return int(field.rstrip(b"\0 ").lstrip(b" ") or b"0", 8)
+    except ValueError:
+        pass
     text = field.split(b"\0", 1)[0].strip(b" \0")
     try:
         return int(text, 8) if text else 0
@@ -113,23 +118,40 @@ class TarStream:
             n -= step
 
     def data(self, size: int) -> Iterator[bytes]:
-        """The current member's data in chunks; its padding is skipped afterwards."""
+        """The current member's data in chunks; its padding is skipped afterwards.
+
+        What is buffered comes first; the rest is read straight from the stream, so big
+        members cost no copy through the header buffer.
+        """
         left = size
+        buffered = min(left, len(self.buf) - self.pos)
+        if buffered:
+            yield bytes(self.buf[self.pos : self.pos + buffered])
+            self.pos += buffered
+            left -= buffered
         while left > 0:
-            avail = len(self.buf) - self.pos
-            if avail == 0:
-                if not self._fill(1):
-                    raise TruncatedArchiveError(
-                        "archive is truncated: it ends in the middle of a member"
-                    )
-                avail = len(self.buf) - self.pos
-            step = min(left, avail)
-            # A copy: a view would pin the buffer, which must grow and shrink as it reads.
-            yield bytes(self.buf[self.pos : self.pos + step])
-            self.pos += step
-            left -= step
+            chunk = self.src.read(min(left, READ_CHUNK))
+            if not chunk:
+                raise TruncatedArchiveError(
+                    "archive is truncated: it ends in the middle of a member"
+                )
+            if len(chunk) > left:  # a reader that ignores the size hint: keep the excess
+                self.buf += chunk[left:]
+                chunk = chunk[:left]
+            left -= len(chunk)
+            yield chunk
         self._skip(-size % BLOCK)
         self._remaining = 0
+
+    def small_data(self, size: int) -> bytes | None:
+        """The whole member's data when it is already buffered (small files), else None."""
+        end = self.pos + size
+        if end + (-size % BLOCK) > len(self.buf):
+            return None
+        out = bytes(self.buf[self.pos : end])
+        self.pos = end + (-size % BLOCK)
+        self._remaining = 0
+        return out
 
     def _meta(self, size: int, what: str) -> bytes:
         if size > MAX_META_BYTES:
@@ -152,7 +174,7 @@ class TarStream:
                 raise TruncatedArchiveError("archive is truncated: a header is cut short")
             header = bytes(self.buf[self.pos : self.pos + BLOCK])
             self.pos += BLOCK
-            if header.count(0) == BLOCK:
+            if header == _ZERO_BLOCK:
                 return
             stored = _number(header[148:156])
             if stored != sum(header) - sum(header[148:156]) + 8 * 32:
@@ -176,7 +198,9 @@ class TarStream:
                 prefix = header[345:500].split(b"\0", 1)[0]
                 if prefix:
                     name = _text(prefix) + "/" + name
-            linkname = _text(header[157:257].split(b"\0", 1)[0])
+            linkname = (
+                _text(header[157:257].split(b"\0", 1)[0]) if kind in (HARDLINK, SYMLINK) else ""
+            )
             mtime = _number(header[136:148])
             if long_name is not None:
                 name, long_name = long_name, None
@@ -223,6 +247,8 @@ def safe_parts(name: str, member: str) -> tuple[str, ...]:
     """Path components of a member name inside the image; unsafe names are refused."""
     if name.startswith("/"):
         raise UnsafeArchiveError(f"unsafe archive: member {member!r} has an absolute path")
+    if "/." not in name and "//" not in name and not name.startswith(".") and name[-1:] != "/":
+        return tuple(name.split("/"))  # the common, clean case
     parts = tuple(p for p in name.split("/") if p not in ("", "."))
     if ".." in parts:
         raise UnsafeArchiveError(f"unsafe archive: member {member!r} has a '..' component")
@@ -269,6 +295,9 @@ class Extractor:
 
     def __post_init__(self) -> None:
         self._root_fd = os.open(self.root, _OPEN_DIR)
+        # Files are created with their final mode; only bits the umask removes need fchmod.
+        self._umask = os.umask(0o022)
+        os.umask(self._umask)
 
     def close(self) -> None:
         for fd in self._dirs.values():
@@ -363,16 +392,18 @@ class Extractor:
     def _file(self, parts: tuple[str, ...], member: Member, mode: int, tar: TarStream) -> None:
         parent = self._dir(parts[:-1], member.name)
         try:
-            fd = os.open(parts[-1], _CREATE_FILE, 0o600, dir_fd=parent)
+            fd = os.open(parts[-1], _CREATE_FILE, mode, dir_fd=parent)
         except FileExistsError:
             self._clear(parent, parts[-1], member.name)
-            fd = os.open(parts[-1], _CREATE_FILE, 0o600, dir_fd=parent)
+            fd = os.open(parts[-1], _CREATE_FILE, mode, dir_fd=parent)
         try:
-            for chunk in tar.data(member.size):
+            whole = tar.small_data(member.size)
+            for chunk in (whole,) if whole is not None else tar.data(member.size):
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
+            if mode & self._umask or mode & 0o1000:
+                os.fchmod(fd, mode)
             os.utime(fd, (member.mtime, member.mtime))
         finally:
             os.close(fd)

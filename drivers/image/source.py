@@ -74,7 +74,6 @@ class HttpSource:
         on_bytes: Callable[[int, int | None], None] | None = None,
         client: httpx.Client | None = None,
     ) -> None:
-        import httpx
 
         self.url = url
         self.auth = auth
@@ -87,20 +86,33 @@ class HttpSource:
         self.final_url = url
         self._validator: str | None = None
         self._validator_kind = ""
-        self._client = client or httpx.Client(
-            follow_redirects=False,
-            timeout=httpx.Timeout(
-                policy.read_timeout_seconds, connect=policy.connect_timeout_seconds
-            ),
-            headers={"Accept-Encoding": "identity", "User-Agent": "shoal"},
-        )
-        self._owns_client = client is None
+        self._given_client = client
+        self._clients: dict[str, httpx.Client] = {}
         self._response: httpx.Response | None = None
         self._chunks: Iterator[bytes] | None = None
         self._buffer = b""
         self._done = False
 
     # -- requests ------------------------------------------------------------------------
+
+    def _client_for(self, url: str) -> httpx.Client:
+        """One client per scheme: loading the CA bundle costs tens of ms and only https
+        needs it, while a redirect from http to https still gets a verifying client."""
+        if self._given_client is not None:
+            return self._given_client
+        import httpx
+
+        scheme = urlsplit(url).scheme
+        if scheme not in self._clients:
+            self._clients[scheme] = httpx.Client(
+                verify=scheme == "https",
+                follow_redirects=False,
+                timeout=httpx.Timeout(
+                    self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
+                ),
+                headers={"Accept-Encoding": "identity", "User-Agent": "shoal"},
+            )
+        return self._clients[scheme]
 
     def _sleep_before_retry(self, attempt: int, response: httpx.Response | None = None) -> None:
         delay = min(8.0, self.policy.backoff_seconds * (2**attempt))
@@ -116,10 +128,11 @@ class HttpSource:
         origin = _origin(self.url)
         for _ in range(MAX_REDIRECTS + 1):
             request_auth = self.auth if _origin(url) == origin else None
-            request = self._client.build_request("GET", url, headers=extra)
+            client = self._client_for(url)
+            request = client.build_request("GET", url, headers=extra)
             if request_auth is not None:
                 request.headers["Authorization"] = _basic(*request_auth)
-            response = self._client.send(request, stream=True)
+            response = client.send(request, stream=True)
             if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
                 response.close()
                 url = urljoin(url, response.headers["location"])
@@ -276,8 +289,8 @@ class HttpSource:
     def close(self) -> None:
         if self._response is not None:
             self._response.close()
-        if self._owns_client:
-            self._client.close()
+        for client in self._clients.values():
+            client.close()
 
     def __enter__(self) -> HttpSource:
         return self
