@@ -170,7 +170,10 @@ class TarStream:
                 self._remaining = 0
             if not self._fill(BLOCK):
                 if len(self.buf) - self.pos == 0:
-                    return  # no end-of-archive blocks, but nothing cut either
+                    # Cut between members (a zstd stream cut short ends this way too).
+                    raise TruncatedArchiveError(
+                        "archive is truncated: it ends without the end-of-archive blocks"
+                    )
                 raise TruncatedArchiveError("archive is truncated: a header is cut short")
             header = bytes(self.buf[self.pos : self.pos + BLOCK])
             self.pos += BLOCK
@@ -210,9 +213,9 @@ class TarStream:
                 name = pax.get("path", name)
                 linkname = pax.get("linkpath", linkname)
                 if "size" in pax:
-                    size = int(pax["size"])
+                    size = _pax_size(pax["size"])
                 if "mtime" in pax:
-                    mtime = int(float(pax["mtime"]))
+                    mtime = _pax_mtime(pax["mtime"])
                 pax = {}
             if kind in (REGULAR, b"\0", CONTIGUOUS):
                 kind = REGULAR
@@ -221,6 +224,20 @@ class TarStream:
             yield Member(
                 name, kind, size if has_data else 0, _number(header[100:108]), mtime, linkname
             )
+
+
+def _pax_size(value: str) -> int:
+    # Digits only: a negative size would move the reader backwards and lower the byte cap.
+    if not (value.isascii() and value.isdigit()):
+        raise ShoalError(f"archive has a malformed pax size {value[:40]!r}")
+    return int(value)
+
+
+def _pax_mtime(value: str) -> int:
+    try:
+        return int(float(value))
+    except (ValueError, OverflowError):
+        raise ShoalError(f"archive has a malformed pax mtime {value[:40]!r}") from None
 
 
 def _pax(raw: bytes) -> dict[str, str]:
@@ -247,7 +264,8 @@ def safe_parts(name: str, member: str) -> tuple[str, ...]:
     """Path components of a member name inside the image; unsafe names are refused."""
     if name.startswith("/"):
         raise UnsafeArchiveError(f"unsafe archive: member {member!r} has an absolute path")
-    if "/." not in name and "//" not in name and not name.startswith(".") and name[-1:] != "/":
+    clean = name and "/." not in name and "//" not in name and not name.startswith(".")
+    if clean and name[-1] != "/":
         return tuple(name.split("/"))  # the common, clean case
     parts = tuple(p for p in name.split("/") if p not in ("", "."))
     if ".." in parts:
@@ -262,10 +280,16 @@ def link_target_parts(link_dir: tuple[str, ...], target: str, member: str) -> tu
             f"unsafe archive: symlink {member!r} points to the absolute path {target!r}"
         )
     resolved = list(link_dir)
+    descended = False
     for part in target.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
+            if descended:  # `a/b/..` is not `a` when `a/b` is a link (even a later one)
+                raise UnsafeArchiveError(
+                    f"unsafe archive: symlink {member!r} -> {target!r} climbs after a name, "
+                    "so through another link it could leave the image directory"
+                )
             if not resolved:
                 raise UnsafeArchiveError(
                     f"unsafe archive: symlink {member!r} -> {target!r} leaves the image directory"
@@ -273,6 +297,7 @@ def link_target_parts(link_dir: tuple[str, ...], target: str, member: str) -> tu
             resolved.pop()
         else:
             resolved.append(part)
+            descended = True
     return tuple(resolved)
 
 

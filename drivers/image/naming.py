@@ -53,7 +53,7 @@ def split_name_version(url: str) -> tuple[str, str]:
 
 
 def check_component(value: str, field: str) -> str:
-    if not _SAFE.match(value) or ".." in value:
+    if not _SAFE.fullmatch(value) or ".." in value:  # match() would let "x\n" through
         raise UsageError(
             f"{field} {value!r} must be letters, digits and . _ + ~ - (no slashes, no leading dot)"
         )
@@ -62,8 +62,8 @@ def check_component(value: str, field: str) -> str:
 
 def check_url(url: str) -> str:
     parts = urlsplit(url)
+    if parts.username or parts.password:  # first: the message below would echo them
+        raise UsageError("URL must not carry credentials; use --user and --password-stdin")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"URL {url!r} must be an http:// or https:// address")
-    if parts.username or parts.password:
-        raise UsageError("URL must not carry credentials; use --user and --password-stdin")
     return url

@@ -26,10 +26,11 @@ from typing import Any
 from drivers.image import checksum, decompress, extract
 from drivers.image.naming import check_component, check_url, split_name_version
 from drivers.image.source import HttpSource, Policy, RestartRequired, display
-from providers.errors import ConfigError, RetryableError, ShoalError
+from providers.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
 
 GIB = 2**30
 META_SUFFIX = ".json"
+TRAILING_ALLOWANCE = 1024 * 1024  # padding after the tar's end (tar -b 2048) is not unpacked
 
 
 class ChecksumMismatchError(ShoalError):
@@ -117,7 +118,7 @@ def locked(lock_path: Path, timeout: float) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise RetryableError(
-                        f"another shoal has held {lock_path.name} for {timeout:.0f}s "
+                        f"another shoal has held {lock_path.name} for {timeout:g}s "
                         "(pulling the same image); try again later"
                     ) from None
                 time.sleep(0.05)
@@ -167,7 +168,16 @@ def _expected(
     if wanted is not None:
         return wanted
     strongest = sorted(announced, key=lambda s: checksum.ALGORITHMS[s.algo], reverse=True)
-    return strongest[0] if strongest else None
+    if not strongest:
+        return None
+    rivals = {c.hex for c in strongest if c.algo == strongest[0].algo}
+    if len(rivals) > 1:
+        listed = ", ".join(f"{strongest[0].algo}:{hex_}" for hex_ in sorted(rivals))
+        raise ChecksumMismatchError(
+            f"{where}: checksum mismatch between the checksums the server announces "
+            f"({listed}); nothing was unpacked"
+        )
+    return strongest[0]
 
 
 def pull(
@@ -262,8 +272,7 @@ def _download_into(
                 result = extract.extract(
                     tar_bytes, tmp, extract.Caps(opts.max_unpacked_bytes, opts.max_entries)
                 )
-                while tar_bytes.read(decompress.INPUT_CHUNK):  # trailing padding: hash it too
-                    pass
+                _read_trailing(tar_bytes, opts.max_unpacked_bytes - result.bytes_unpacked)
                 source.drain()
                 downloaded += source.received
                 actual = checksum.Sum(algo, source.hasher.hexdigest())
@@ -276,9 +285,10 @@ def _download_into(
             return downloaded, result.bytes_unpacked, str(actual)
         except RestartRequired as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            downloaded += source.received  # the abandoned attempt came over the wire too
             restarts += 1
             if restarts >= opts.policy.attempts:
-                raise ShoalError(
+                raise ProviderUnreachableError(
                     f"{display(url)}: {exc}; gave up after {restarts} restarts"
                 ) from None
             opts.warn(f"{exc}; starting the download over")
@@ -292,6 +302,19 @@ def _download_into(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+
+def _read_trailing(tar_bytes: decompress.Reader, budget: int) -> None:
+    """Read what follows the end-of-archive blocks (padding), so the compressed stream is
+    checked to its end; what goes on past the unpack cap is a bomb hidden after the tar."""
+    seen, limit = 0, budget + TRAILING_ALLOWANCE
+    while chunk := tar_bytes.read(decompress.INPUT_CHUNK):
+        seen += len(chunk)
+        if seen > limit:
+            raise extract.UnsafeArchiveError(
+                f"unsafe archive: more than {limit} bytes after the end of the tar "
+                "(a decompression bomb?; raise [image] max_unpacked_gib if expected)"
+            )
 
 
 def _place(tmp: Path, target: Path, out_dir: Path) -> None:

@@ -171,12 +171,18 @@ class HttpSource:
         where = display(self.final_url)
         if code in (401, 403):
             response.close()
-            hint = (
-                "credentials were refused"
-                if self.auth
-                else "it needs credentials: give --user "
-                "with --password-stdin, SHOAL_IMAGE_PASSWORD or ~/.netrc"
-            )
+            if self.auth and _origin(self.final_url) != _origin(self.url):
+                hint = (
+                    "after a redirect to another host, which is never sent your credentials "
+                    f"(they go to {display(self.url).split('/')[2]} only)"
+                )
+            elif self.auth:
+                hint = "credentials were refused"
+            else:
+                hint = (
+                    "it needs credentials: give --user with --password-stdin, "
+                    "SHOAL_IMAGE_PASSWORD or ~/.netrc"
+                )
             raise CredentialsError(f"{where}: HTTP {code}, {hint}")
         if code == 404:
             response.close()
@@ -208,7 +214,9 @@ class HttpSource:
 
     def _attach(self, response: httpx.Response) -> None:
         self._response = response
-        self._chunks = response.iter_raw(CHUNK_BYTES)
+        # No chunk size: httpx would hold bytes back until a whole chunk arrived, and lose
+        # them when the connection drops, so a resume would ask again for bytes it had.
+        self._chunks = response.iter_raw()
 
     def _resume(self, why: str) -> None:
         """Ask for the rest of the body; RestartRequired if the server cannot give it."""
