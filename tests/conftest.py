@@ -119,5 +119,21 @@ def reap_workloads(home: Path) -> Iterator[None]:
             pass
 
 
+def wait_for(
+    check: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.05
+) -> Any:
+    """Poll `check` until it returns something true; fail naming `what` after `timeout`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
 def lines(text: str) -> Sequence[str]:
     return [line for line in text.splitlines() if line.strip()]

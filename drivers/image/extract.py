@@ -16,13 +16,15 @@ from __future__ import annotations
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from drivers.image.decompress import Reader
 from providers.errors import ShoalError
 
+T = TypeVar("T")
 BLOCK = 512
 _ZERO_BLOCK = bytes(BLOCK)
 READ_CHUNK = 1024 * 1024
@@ -360,12 +362,18 @@ class Extractor:
             os.close(old)
         return fd
 
-    def _clear(self, parent: int, name: str, member: str) -> None:
-        """Make room for a new entry: an old file or link goes; a directory refuses."""
-        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            raise UnsafeArchiveError(f"unsafe archive: member {member!r} replaces a directory")
-        os.unlink(name, dir_fd=parent)
+    def _create(self, parent: int, name: str, member: str, make: Callable[[], T]) -> T:
+        """Create an entry; an earlier file or link of that name goes, a directory refuses."""
+        try:
+            return make()
+        except FileExistsError:
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                raise UnsafeArchiveError(
+                    f"unsafe archive: member {member!r} replaces a directory"
+                ) from None
+            os.unlink(name, dir_fd=parent)
+            return make()
 
     # -- members -------------------------------------------------------------------------
 
@@ -402,11 +410,12 @@ class Extractor:
         elif kind == SYMLINK:
             link_target_parts(parts[:-1], member.linkname, member.name)
             parent = self._dir(parts[:-1], member.name)
-            try:
-                os.symlink(member.linkname, parts[-1], dir_fd=parent)
-            except FileExistsError:
-                self._clear(parent, parts[-1], member.name)
-                os.symlink(member.linkname, parts[-1], dir_fd=parent)
+            self._create(
+                parent,
+                parts[-1],
+                member.name,
+                lambda: os.symlink(member.linkname, parts[-1], dir_fd=parent),
+            )
         elif kind == HARDLINK:
             self._hardlink(parts, member)
         else:
@@ -416,11 +425,12 @@ class Extractor:
 
     def _file(self, parts: tuple[str, ...], member: Member, mode: int, tar: TarStream) -> None:
         parent = self._dir(parts[:-1], member.name)
-        try:
-            fd = os.open(parts[-1], _CREATE_FILE, mode, dir_fd=parent)
-        except FileExistsError:
-            self._clear(parent, parts[-1], member.name)
-            fd = os.open(parts[-1], _CREATE_FILE, mode, dir_fd=parent)
+        fd = self._create(
+            parent,
+            parts[-1],
+            member.name,
+            lambda: os.open(parts[-1], _CREATE_FILE, mode, dir_fd=parent),
+        )
         try:
             whole = tar.small_data(member.size)
             for chunk in (whole,) if whole is not None else tar.data(member.size):
@@ -444,23 +454,18 @@ class Extractor:
             )
         source_dir = self._dir(target[:-1], member.name)
         parent = self._dir(parts[:-1], member.name)
-        try:
-            os.link(
+        self._create(
+            parent,
+            parts[-1],
+            member.name,
+            lambda: os.link(
                 target[-1],
                 parts[-1],
                 src_dir_fd=source_dir,
                 dst_dir_fd=parent,
                 follow_symlinks=False,
-            )
-        except FileExistsError:
-            self._clear(parent, parts[-1], member.name)
-            os.link(
-                target[-1],
-                parts[-1],
-                src_dir_fd=source_dir,
-                dst_dir_fd=parent,
-                follow_symlinks=False,
-            )
+            ),
+        )
         self._files.add(parts)
 
     def finish(self) -> None:

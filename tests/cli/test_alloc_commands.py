@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shoal_argv, shoal_env
+from tests.conftest import shoal_argv, shoal_env, wait_for
 
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 LIMIT_3 = '[drivers."test/default"]\ncpu_limit = 3\nram_limit = 10\n'
@@ -62,17 +62,6 @@ def rows(cli, *flags: str) -> dict[str, str]:
     run = cli("status", "--json", *flags)
     assert run.exit_code == 0, run
     return {r["id"]: r["status"] for r in run.json()}
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def allocated_cpu(cli) -> str:

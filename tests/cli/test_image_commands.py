@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shoal_argv, shoal_env
+from tests.conftest import shoal_argv, shoal_env, wait_for
 from tests.drivers.image import archives as A
 from tests.drivers.image.server import ImageServer, checksum_headers
 
@@ -112,17 +112,6 @@ def spawn(
     )
     procs.append(proc)
     return proc
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def noise(size: int, seed: bytes = b"") -> bytes:

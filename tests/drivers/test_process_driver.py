@@ -21,6 +21,7 @@ from drivers.process.driver import ProcessDriver
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, Resource, Resources
 from providers.settings import Settings
 from providers.wire import to_wire
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.usefixtures("reap_workloads")
 
@@ -48,17 +49,6 @@ Path('facts.tmp').write_text(__import__('json').dumps(facts))
 os.replace('facts.tmp', 'facts.json')
 time.sleep(600)
 """
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def proc_state(pid: int) -> str | None:
