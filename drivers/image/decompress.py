@@ -14,6 +14,8 @@ from typing import Any, Protocol
 from providers.errors import ShoalError
 
 INPUT_CHUNK = 256 * 1024
+XZ_MEMLIMIT = 256 * 1024 * 1024  # xz -9 needs 65 MiB
+ZSTD_MAX_WINDOW = 128 * 1024 * 1024  # zstd's own default limit, stated rather than assumed
 
 
 class Reader(Protocol):
@@ -109,7 +111,11 @@ class _Blocks:
         self.eof = False
 
     def _new(self) -> bz2.BZ2Decompressor | lzma.LZMADecompressor:
-        return bz2.BZ2Decompressor() if self.kind == "bzip2" else lzma.LZMADecompressor()
+        if self.kind == "bzip2":
+            return bz2.BZ2Decompressor()
+        # An xz header chooses its dictionary size: without a limit, a 200 KB file can make
+        # the decompressor take gigabytes.
+        return lzma.LZMADecompressor(memlimit=XZ_MEMLIMIT)
 
     def read(self, size: int = -1, /) -> bytes:
         size = size if size > 0 else INPUT_CHUNK
@@ -130,7 +136,14 @@ class _Blocks:
                     raise ShoalError(f"archive is truncated: the {self.kind} stream ended early")
             try:
                 out = self.d.decompress(data, size)
-            except (OSError, EOFError, lzma.LZMAError) as exc:
+            except lzma.LZMAError as exc:
+                if "memory" in str(exc).lower():
+                    raise ShoalError(
+                        f"unsafe archive: its xz stream needs more than "
+                        f"{XZ_MEMLIMIT // 2**20} MiB to decompress; refused"
+                    ) from None
+                raise ShoalError(f"archive is not valid {self.kind}: {exc}") from None
+            except (OSError, EOFError) as exc:
                 raise ShoalError(f"archive is not valid {self.kind}: {exc}") from None
             if out:
                 return out
@@ -143,7 +156,7 @@ class _Zstd:
 
         self._error = zstandard.ZstdError
         source: Any = src  # any object with read(); the stubs ask for IO[bytes]
-        self.reader = zstandard.ZstdDecompressor().stream_reader(
+        self.reader = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW).stream_reader(
             source, read_size=INPUT_CHUNK, read_across_frames=True
         )
 

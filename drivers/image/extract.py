@@ -27,6 +27,7 @@ from providers.errors import ShoalError
 T = TypeVar("T")
 BLOCK = 512
 _ZERO_BLOCK = bytes(BLOCK)
+_MAX_MTIME = 2**40  # far past any real date, well inside what utime takes
 READ_CHUNK = 1024 * 1024
 MAX_META_BYTES = 1024 * 1024  # pax headers and GNU long names
 _DIR_FD_CACHE = 256
@@ -89,6 +90,7 @@ class TarStream:
         self.buf = bytearray()
         self.pos = 0
         self._remaining = 0  # data bytes (plus padding) of the current member not yet read
+        self._meta_bytes = 0  # pax/long-name bytes read since the last member
 
     def _fill(self, need: int) -> bool:
         while len(self.buf) - self.pos < need:
@@ -156,8 +158,14 @@ class TarStream:
         return out
 
     def _meta(self, size: int, what: str) -> bytes:
-        if size > MAX_META_BYTES:
-            raise UnsafeArchiveError(f"unsafe archive: a {what} of {size} bytes")
+        # One budget for all the metadata headers before a member: many small pax headers
+        # must not add up to what one big one may not be.
+        self._meta_bytes += size
+        if self._meta_bytes > MAX_META_BYTES:
+            raise UnsafeArchiveError(
+                f"unsafe archive: more than {MAX_META_BYTES} bytes of headers before one "
+                f"member (at a {what})"
+            )
         raw = self._take(size)
         self._skip(-size % BLOCK)
         return raw
@@ -211,6 +219,7 @@ class TarStream:
                 name, long_name = long_name, None
             if long_link is not None:
                 linkname, long_link = long_link, None
+            self._meta_bytes = 0
             if pax:
                 name = pax.get("path", name)
                 linkname = pax.get("linkpath", linkname)
@@ -230,16 +239,19 @@ class TarStream:
 
 def _pax_size(value: str) -> int:
     # Digits only: a negative size would move the reader backwards and lower the byte cap.
-    if not (value.isascii() and value.isdigit()):
+    if not (value.isascii() and value.isdigit()) or len(value) > 20:
         raise ShoalError(f"archive has a malformed pax size {value[:40]!r}")
     return int(value)
 
 
 def _pax_mtime(value: str) -> int:
     try:
-        return int(float(value))
+        mtime = int(float(value))
     except (ValueError, OverflowError):
         raise ShoalError(f"archive has a malformed pax mtime {value[:40]!r}") from None
+    if abs(mtime) > _MAX_MTIME:
+        raise ShoalError(f"archive has an out-of-range pax mtime {value[:40]!r}")
+    return mtime
 
 
 def _pax(raw: bytes) -> dict[str, str]:
@@ -266,6 +278,8 @@ def safe_parts(name: str, member: str) -> tuple[str, ...]:
     """Path components of a member name inside the image; unsafe names are refused."""
     if name.startswith("/"):
         raise UnsafeArchiveError(f"unsafe archive: member {member!r} has an absolute path")
+    if "\0" in name:
+        raise UnsafeArchiveError(f"unsafe archive: member {member!r} has a NUL in its name")
     clean = name and "/." not in name and "//" not in name and not name.startswith(".")
     if clean and name[-1] != "/":
         return tuple(name.split("/"))  # the common, clean case
@@ -322,7 +336,8 @@ class Extractor:
 
     def __post_init__(self) -> None:
         self._root_fd = os.open(self.root, _OPEN_DIR)
-        # Files are created with their final mode; only bits the umask removes need fchmod.
+        # Modes are the archive's less the umask, as tar does for a regular user: an image
+        # must not become writable to others because its archive said 0777.
         self._umask = os.umask(0o022)
         os.umask(self._umask)
 
@@ -409,6 +424,10 @@ class Extractor:
             self._file(parts, member, mode, tar)
         elif kind == SYMLINK:
             link_target_parts(parts[:-1], member.linkname, member.name)
+            if "\0" in member.linkname:
+                raise UnsafeArchiveError(f"unsafe archive: symlink {member.name!r} has a NUL")
+            # It may replace a file: a later hardlink to this name must not link the symlink.
+            self._files.discard(parts)
             parent = self._dir(parts[:-1], member.name)
             self._create(
                 parent,
@@ -437,8 +456,8 @@ class Extractor:
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view) :]
-            if mode & self._umask or mode & 0o1000:
-                os.fchmod(fd, mode)
+            if mode & 0o1000:  # sticky is not set by open(); everything else came with it
+                os.fchmod(fd, mode & ~self._umask)
             os.utime(fd, (member.mtime, member.mtime))
         finally:
             os.close(fd)
@@ -452,20 +471,30 @@ class Extractor:
                 f"unsafe archive: hardlink {member.name!r} -> {member.linkname!r} does not "
                 "point to a file unpacked before it"
             )
-        source_dir = self._dir(target[:-1], member.name)
-        parent = self._dir(parts[:-1], member.name)
-        self._create(
-            parent,
-            parts[-1],
-            member.name,
-            lambda: os.link(
-                target[-1],
+        # Our own descriptor: looking up the destination may evict the cached one.
+        source_dir = os.dup(self._dir(target[:-1], member.name))
+        try:
+            info = os.stat(target[-1], dir_fd=source_dir, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafeArchiveError(
+                    f"unsafe archive: hardlink {member.name!r} -> {member.linkname!r} is not "
+                    "to a regular file"
+                )
+            parent = self._dir(parts[:-1], member.name)
+            self._create(
+                parent,
                 parts[-1],
-                src_dir_fd=source_dir,
-                dst_dir_fd=parent,
-                follow_symlinks=False,
-            ),
-        )
+                member.name,
+                lambda: os.link(
+                    target[-1],
+                    parts[-1],
+                    src_dir_fd=source_dir,
+                    dst_dir_fd=parent,
+                    follow_symlinks=False,
+                ),
+            )
+        finally:
+            os.close(source_dir)
         self._files.add(parts)
 
     def finish(self) -> None:
@@ -476,7 +505,7 @@ class Extractor:
         for parts in sorted(self._dir_meta, key=len, reverse=True):
             mode, mtime = self._dir_meta[parts]
             fd = self._dir(parts, "/".join(parts))
-            os.fchmod(fd, mode | 0o700)
+            os.fchmod(fd, (mode | 0o700) & ~self._umask)
             if mtime:
                 os.utime(fd, (mtime, mtime))
 

@@ -15,7 +15,9 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -108,7 +110,13 @@ class PullResult:
 @contextlib.contextmanager
 def locked(lock_path: Path, timeout: float) -> Iterator[None]:
     """An exclusive flock; the kernel drops it when its holder dies, so none is ever stale."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        # O_NOFOLLOW: in a shared images dir, a planted symlink must not be opened for us.
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise ShoalError(
+            f"lock file {lock_path}: {exc.strerror}; remove it if it is a link"
+        ) from None
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -127,12 +135,21 @@ def locked(lock_path: Path, timeout: float) -> Iterator[None]:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _meta_path(out_dir: Path, dirname: str) -> Path:
     return out_dir / f".{dirname}{META_SUFFIX}"
 
 
 def _cached(target: Path, meta_path: Path, wanted: checksum.Sum | None) -> dict[str, Any] | None:
-    if not target.is_dir():
+    try:
+        if not stat.S_ISDIR(os.lstat(target).st_mode):  # a planted symlink is not our image
+            return None
+    except FileNotFoundError:
         return None
     meta: dict[str, Any] = {}
     try:
@@ -140,19 +157,23 @@ def _cached(target: Path, meta_path: Path, wanted: checksum.Sum | None) -> dict[
         meta = loaded if isinstance(loaded, dict) else {}
     except (OSError, ValueError):
         pass
-    if wanted is not None:
-        recorded = str(meta.get("checksum", ""))
-        if recorded.partition(":")[0] == wanted.algo and recorded != str(wanted):
-            return None  # the image in place is another build: pull the one asked for
+    if wanted is not None and meta.get("checksum") != str(wanted):
+        # Not provably the build asked for (another sum, another algorithm, no record):
+        # pull it, rather than answer "in place" unverified.
+        return None
     return meta
 
 
 def _sweep_temps(out_dir: Path, dirname: str) -> None:
-    # Left by a pull that was killed; we hold the lock, so nobody else is using them.
-    for stale in out_dir.glob(f".{dirname}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    for stale in out_dir.glob(f".{dirname}.old-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    """Remove what a killed pull of this image left; we hold its lock, so none is in use.
+
+    Exact names only (mkdtemp's 8-character suffix): `.a-1.tmp-*` would also match the temp
+    dir of a concurrent pull of an image named `a-1.tmp-x`, which holds another lock.
+    """
+    own = re.compile(rf"\.{re.escape(dirname)}\.(tmp|old)-[A-Za-z0-9_]{{8}}")
+    for stale in out_dir.iterdir():
+        if own.fullmatch(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _expected(
@@ -228,9 +249,7 @@ def pull(
             "bytes_unpacked": unpacked,
             "pulled": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        tmp_meta = meta_path.with_name(meta_path.name + ".tmp")
-        tmp_meta.write_text(json.dumps(meta))
-        os.replace(tmp_meta, meta_path)
+        _write_meta(meta_path, meta)
     return PullResult(
         path=str(target),
         name=name,
@@ -317,14 +336,40 @@ def _read_trailing(tar_bytes: decompress.Reader, budget: int) -> None:
             )
 
 
+def _write_meta(meta_path: Path, meta: dict[str, Any]) -> None:
+    """Atomically, through a new file of our own (O_EXCL|O_NOFOLLOW: never through a link)."""
+    tmp = meta_path.with_name(f"{meta_path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(meta))
+        os.replace(tmp, meta_path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _place(tmp: Path, target: Path, out_dir: Path) -> None:
-    """Rename the verified temp dir into place; a forced re-pull swaps out the old one."""
-    os.chmod(tmp, 0o755)
+    """Rename the verified temp dir into place; a forced re-pull swaps out the old one.
+
+    The old record goes first, so an interruption can leave an image without a record
+    (the next `--sum` pull re-verifies it by pulling) but never one described by another.
+    """
+    os.chmod(tmp, 0o755 & ~_umask())
+    _meta_path(out_dir, target.name).unlink(missing_ok=True)
     old: Path | None = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=out_dir))
-        os.replace(target, old / "image")
-    os.replace(tmp, target)
+    moved = False
+    try:
+        if os.path.lexists(target):
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=out_dir))
+            os.replace(target, old / "image")
+            moved = True
+        os.replace(tmp, target)
+    except BaseException:
+        if moved and old is not None and not os.path.lexists(target):
+            os.replace(old / "image", target)  # put the previous image back
+        raise
     dir_fd = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)

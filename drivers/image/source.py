@@ -135,7 +135,10 @@ class HttpSource:
             response = client.send(request, stream=True)
             if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
                 response.close()
-                url = urljoin(url, response.headers["location"])
+                try:
+                    url = urljoin(url, response.headers["location"])
+                except ValueError:
+                    raise ShoalError(f"{display(url)}: redirect to a malformed Location") from None
                 continue
             self.final_url = url
             return response
@@ -232,7 +235,15 @@ class HttpSource:
             if response.status_code == 200:
                 response.close()
                 raise RestartRequired(f"{why}; the server cannot resume (answered 200)")
-            start = _content_range_start(response.headers.get("content-range", ""))
+            content_range = response.headers.get("content-range", "")
+            start = _content_range_start(content_range)
+            total = content_range.rpartition("/")[2]
+            etag = response.headers.get("etag")
+            if (self.total is not None and total != str(self.total)) or (
+                self._validator_kind == "etag" and etag is not None and etag != self._validator
+            ):
+                response.close()
+                raise RestartRequired(f"{why}; the file changed on the server")
             if start != self.received:
                 response.close()
                 raise RestartRequired(f"{why}; the server resumed at the wrong byte ({start})")

@@ -52,7 +52,11 @@ def remove_image(out_dir: Path, dirname: str, lock_timeout: float) -> str:
     with locked(out_dir / f".{dirname}.lock", lock_timeout):
         # Out of sight first (one rename), then deleted: never half an image under its name.
         trash = Path(tempfile.mkdtemp(prefix=f".{dirname}.old-", dir=out_dir))
-        os.replace(target, trash / "image")
+        try:
+            os.replace(target, trash / "image")
+        except FileNotFoundError:  # removed meanwhile by another `image rm`
+            trash.rmdir()
+            raise NotFoundError(f"no image {dirname!r} in {out_dir}") from None
         (out_dir / f".{dirname}{META_SUFFIX}").unlink(missing_ok=True)
         shutil.rmtree(trash)
     return str(target)

@@ -160,7 +160,11 @@ def test_setuid_and_setgid_bits_are_stripped(tmp_path: Path) -> None:
         ]
     )
     root = tmp_path / "img"
-    unpack(data, root)
+    previous = os.umask(0o002)  # group-writable bits survive this umask, so stripping shows
+    try:
+        unpack(data, root)
+    finally:
+        os.umask(previous)
     modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in root.iterdir()}
     assert modes == {
         "suid": 0o755,
@@ -171,6 +175,18 @@ def test_setuid_and_setgid_bits_are_stripped(tmp_path: Path) -> None:
     }
     for mode in modes.values():
         assert mode & 0o6000 == 0
+
+
+def test_the_umask_is_applied_so_an_image_is_not_world_writable(tmp_path: Path) -> None:
+    data = A.make_tar([A.Dir("open", mode=0o777), A.File("open/f", b"x", mode=0o666)])
+    root = tmp_path / "img"
+    previous = os.umask(0o077)
+    try:
+        unpack(data, root)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((root / "open").stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / "open/f").stat().st_mode) == 0o600
 
 
 def test_read_only_directory_is_filled_and_stays_owner_writable(tmp_path: Path) -> None:
@@ -576,3 +592,79 @@ def test_tarfile_agrees_on_what_was_unpacked(tmp_path: Path) -> None:
                 handle = tar.extractfile(member)
                 assert handle is not None
                 assert (root / member.name).read_bytes() == handle.read()
+
+
+# -- found in review -------------------------------------------------------------------------
+
+
+def test_hardlink_to_a_file_that_a_symlink_replaced_is_refused(
+    tmp_path: Path, outside: Path
+) -> None:
+    # The symlink is harmless where it stands (x/y/../../etc is inside); linked elsewhere by a
+    # hardlink, the same relative target would point out of the image.
+    data = A.make_tar(
+        [
+            A.File("x/y/a", b"plain"),
+            A.Symlink("x/y/a", "../../outside/file"),
+            A.Hardlink("esc", "x/y/a"),
+        ]
+    )
+    root = tmp_path / "img"
+    with pytest.raises(UnsafeArchiveError, match="hardlink"):
+        unpack(data, root)
+    assert_untouched(outside)
+
+
+def _pax_header(records: dict[str, str]) -> A.Raw:
+    body = b""
+    for key, value in records.items():
+        record = f" {key}={value}\n".encode()
+        length = len(record) + len(str(len(record)))
+        if len(str(length)) != len(str(len(record))):
+            length += 1
+        body += str(length).encode() + record
+    info = tarfile.TarInfo("PaxHeaders/x")
+    info.type = tarfile.XHDTYPE
+    info.size = len(body)
+    return A.Raw(info, body)
+
+
+def test_many_pax_headers_before_one_member_share_one_budget(tmp_path: Path) -> None:
+    headers = [_pax_header({f"k{i}": "v" * 400_000}) for i in range(3)]  # 1.2 MB in all
+    data = A.make_tar([*headers, A.File("f", b"x")], fmt="ustar")
+    with pytest.raises(UnsafeArchiveError, match="bytes of headers"):
+        unpack(data, tmp_path / "img")
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ({"path": "a\x00b"}, "NUL"),
+        ({"size": "9" * 30}, "pax size"),
+        ({"mtime": "1" * 30}, "pax mtime"),
+    ],
+)
+def test_bad_pax_values_are_clean_errors(
+    tmp_path: Path, records: dict[str, str], message: str
+) -> None:
+    data = A.make_tar([_pax_header(records), A.File("f", b"x")], fmt="ustar")
+    with pytest.raises(ShoalError, match=message):
+        unpack(data, tmp_path / "img")
+
+
+def test_hardlink_source_survives_a_deep_destination(tmp_path: Path) -> None:
+    # The destination's directories push the source's cached descriptor out of the cache.
+    deep = "/".join(f"d{i}" for i in range(300))
+    data = A.make_tar(
+        [A.File("s/t", b"source"), A.File(f"{deep}/t", b"WRONG"), A.Hardlink(f"{deep}/link", "s/t")]
+    )
+    root = tmp_path / "img"
+    unpack(data, root)
+    assert (root / deep / "link").read_bytes() == b"source"
+
+
+def test_xz_with_a_huge_dictionary_is_refused_without_the_memory(tmp_path: Path) -> None:
+    filters = [{"id": lzma.FILTER_LZMA2, "dict_size": 1536 * 1024 * 1024}]
+    data = lzma.compress(A.make_tar([A.File("f", b"x" * 1000)]), filters=filters)
+    with pytest.raises(ShoalError, match="needs more than 256 MiB"):
+        unpack(data, tmp_path / "img")

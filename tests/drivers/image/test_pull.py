@@ -491,15 +491,52 @@ def test_another_sum_pulls_the_build_asked_for(http_server: ImageServer, out: Pa
     assert_release(out / "img-1", b"v2")
 
 
+@pytest.mark.parametrize("meta", ["sha512", "missing", "garbage"])
+def test_a_sum_is_cached_only_when_the_record_proves_it(
+    http_server: ImageServer, out: Path, meta: str
+) -> None:
+    data = rootfs_tar(b"v1")
+    url = http_server.add("/img-1.tar.gz", data)
+    do_pull(url, out)  # records sha256
+    record = out / ".img-1.json"
+    if meta == "missing":
+        record.unlink()
+    elif meta == "garbage":
+        record.write_text("{not json")
+    sha512 = hashlib.sha512(data).hexdigest()
+    asked = f"sha512:{sha512}" if meta == "sha512" else f"sha256:{sha256(data)}"
+    result = do_pull(url, out, asked)
+    assert result.cached is False  # not provably the build asked for: pulled and verified
+    assert result.checksum == asked
+    assert do_pull(url, out, asked).cached is True  # now the record proves it
+
+
+def test_a_symlinked_lock_file_is_refused(
+    http_server: ImageServer, out: Path, tmp_path: Path
+) -> None:
+    url = http_server.add("/img-1.tar.gz", rootfs_tar())
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (out / ".img-1.lock").symlink_to(victim)
+    with pytest.raises(ShoalError, match="lock file"):
+        do_pull(url, out)
+    assert victim.read_text() == "precious"
+    assert http_server.requests == []
+
+
 def test_stale_temp_and_old_dirs_are_swept(http_server: ImageServer, out: Path) -> None:
     out.mkdir()
-    for stale in (".img-1.tmp-dead1", ".img-1.old-dead2", ".img-1.tmp-dead3/deep/er"):
+    # mkdtemp's names: an 8-character suffix.
+    for stale in (".img-1.tmp-dead1abc", ".img-1.old-dead2abc", ".img-1.tmp-dead3abc/deep/er"):
         (out / stale).mkdir(parents=True)
         (out / stale / "junk").write_bytes(b"left by a killed pull")
-    (out / ".other-1.tmp-keep").mkdir()  # another image's: not ours to sweep
+    (out / ".other-1.tmp-keepabcd").mkdir()  # another image's: not ours to sweep
+    # The temp dir of image `img-1.tmp-q` (another lock) also starts with `.img-1.tmp-`.
+    (out / ".img-1.tmp-q.tmp-busyabcd").mkdir()
     url = http_server.add("/img-1.tar.gz", rootfs_tar())
     do_pull(url, out)
-    assert leftovers(out) == [".other-1.tmp-keep", "img-1"]
+    assert leftovers(out) == [".img-1.tmp-q.tmp-busyabcd", ".other-1.tmp-keepabcd", "img-1"]
 
 
 def test_lock_held_elsewhere_times_out(http_server: ImageServer, out: Path) -> None:
