@@ -209,7 +209,7 @@ class HttpSource:
         etag = response.headers.get("etag", "")
         if etag and not etag.startswith("W/"):
             self._validator, self._validator_kind = etag, "etag"
-        elif response.headers.get("last-modified"):
+        elif _strong_date(response.headers.get("last-modified"), response.headers.get("date")):
             self._validator, self._validator_kind = response.headers["last-modified"], "date"
 
     def announced(self) -> list[checksum.Sum]:
@@ -316,6 +316,21 @@ class HttpSource:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _strong_date(last_modified: str | None, date: str | None) -> bool:
+    """RFC 9110 8.8.2.2: Last-Modified is a strong validator only when it is at least one
+    second older than the response's Date (else the file may change within that second)."""
+    if not last_modified or not date:
+        return False
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return (
+            parsedate_to_datetime(date) - parsedate_to_datetime(last_modified)
+        ).total_seconds() >= 1
+    except (TypeError, ValueError):
+        return False
 
 
 def _basic(user: str, password: str) -> str:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -603,6 +604,22 @@ def test_resume_by_last_modified(http_server: ImageServer, out: Path) -> None:
     _, second = gets(http_server, url)
     assert (second.range, second.headers["if-range"], second.status) == ("bytes=5000-", stamp, 206)
     assert_release(out / "img-1", b"r")
+
+
+def test_last_modified_within_the_date_second_is_too_weak_to_resume_by(
+    http_server: ImageServer, out: Path
+) -> None:
+    # Modified "now": it may change again within this second, so If-Range cannot trust it.
+    from email.utils import formatdate
+
+    data = rootfs_tar(b"w", "none")
+    url = http_server.add(
+        "/img-1.tar", data, etag=None, last_modified=formatdate(time.time() + 5, usegmt=True)
+    )
+    http_server.fault("/img-1.tar", "truncate", at=5000)
+    do_pull(url, out, f"sha256:{sha256(data)}")
+    assert [r.range for r in gets(http_server, url)] == [None, None]  # started over
+    assert_release(out / "img-1", b"w")
 
 
 def test_stall_longer_than_read_timeout_resumes(http_server: ImageServer, out: Path) -> None:
