@@ -37,11 +37,18 @@ def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | No
         BarColumn,
         DownloadColumn,
         Progress,
+        TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
 
-    columns = (BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
 

@@ -102,7 +102,10 @@ def pull(
     )
     if lock_timeout is not None:
         opts.lock_timeout_seconds = lock_timeout
-    with output.byte_progress(f"pull {name or url.rsplit('/', 1)[-1]}") as progress:
+    from drivers.image.naming import file_name
+
+    # The file name only: a signed URL's query string carries secrets.
+    with output.byte_progress(name or file_name(url)) as progress:
         opts.on_bytes = progress
         result = do_pull(url, sum_, name, version, tag, opts)
     if as_json:

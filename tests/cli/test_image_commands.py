@@ -765,6 +765,7 @@ def test_progress_on_a_terminal(
     write_config(PATIENT)
     url = http_server.add("/img-1.0.tar.gz", image_tar(blob=2 * MIB))
     http_server.fault("/img-1.0.tar.gz", "stall", at=MIB, seconds=1.5)  # the bar has time
+    url += "?signature=SeCrEtSiG"  # a signed URL: the query must never be shown
     master, slave = pty.openpty()
     captured = bytearray()
 
@@ -798,6 +799,8 @@ def test_progress_on_a_terminal(
     assert "img-1.0: " in text  # the summary line
     progress = text[: text.index("img-1.0: ")]
     assert re.search(r"\d+(\.\d+)?/\d+(\.\d+)? ?[kMG]?B", progress), text  # e.g. 1.0/2.4 MB
+    assert "img-1.0.tar.gz" in progress  # the bar names the file
+    assert "SeCrEtSiG" not in text
 
 
 # -- list and rm ----------------------------------------------------------------------------
