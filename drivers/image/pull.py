@@ -135,6 +135,21 @@ def locked(lock_path: Path, timeout: float) -> Iterator[None]:
         os.close(fd)
 
 
+def _check_private(out_dir: Path) -> None:
+    """Refuse an images dir anyone may rename or replace entries in (no sticky bit).
+
+    The verified temp dir is renamed into place by name; in such a dir another user could
+    swap it between the check and the rename. A group-writable dir is a deliberate share
+    (and what umask 002 makes), so it is trusted.
+    """
+    info = os.stat(out_dir)
+    if info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+        raise ConfigError(
+            f"images dir {out_dir} is writable by everyone without the sticky bit; "
+            f"chmod o-w (or +t) it, or choose another with --out"
+        )
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -218,11 +233,12 @@ def pull(
     dirname = f"{name}-{version}"
     out_dir = opts.out_dir
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(
             f"images dir {out_dir}: {exc.strerror}; choose another with --out"
         ) from None
+    _check_private(out_dir)
     target = out_dir / dirname
     meta_path = _meta_path(out_dir, dirname)
     with locked(out_dir / f".{dirname}.lock", opts.lock_timeout_seconds):

@@ -20,6 +20,7 @@ from drivers.image.pull import ChecksumMismatchError, PullOptions, PullResult
 from drivers.image.source import Policy
 from drivers.types import Image
 from providers.errors import (
+    ConfigError,
     CredentialsError,
     NotFoundError,
     ProviderUnreachableError,
@@ -852,3 +853,18 @@ def test_image_download_unpack_round_trip(http_server: ImageServer, out: Path) -
     http_server.clear_requests()
     assert Image(url=url).download_unpack(str(out), "", "") == path  # cached: no request
     assert http_server.requests == []
+
+
+@pytest.mark.parametrize(("mode", "refused"), [(0o777, True), (0o775, False), (0o1777, False)])
+def test_an_images_dir_everyone_can_write_to_is_refused(
+    http_server: ImageServer, out: Path, mode: int, refused: bool
+) -> None:
+    url = http_server.add("/img-1.tar.gz", rootfs_tar())
+    out.mkdir()
+    out.chmod(mode)
+    if refused:
+        with pytest.raises(ConfigError, match="writable by everyone"):
+            do_pull(url, out)
+        assert http_server.requests == []
+    else:
+        assert do_pull(url, out).cached is False
