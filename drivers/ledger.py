@@ -3,8 +3,8 @@
 Capacity is checked and the reservation written in one `BEGIN IMMEDIATE` transaction, which
 SQLite serialises across processes, so N racing `shoal alloc` never oversubscribe. A row is
 `ALLOCATING` (with its owner's pid and start time) while the driver works; a row whose owner
-died (kill -9, power loss) is found by the next command, stops counting as usage, and is
-handed back for cleanup as `ORPHANED`.
+died (kill -9, power loss) is found by the next command and handed back for cleanup as
+`ORPHANED`; it counts as usage until its driver confirms the cleanup (its workload may run).
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ FREED = "FREED"
 FAILED = "FAILED"
 ORPHANED = "ORPHANED"
 GONE = "GONE"  # the driver no longer has it, though nobody freed it
-HOLDING = (ALLOCATING, ALLOCATED, FREEING)  # statuses that hold node resources
+# Statuses that hold node resources. ORPHANED does: its workload may still run until a
+# later command's cleanup succeeds.
+HOLDING = (ALLOCATING, ALLOCATED, FREEING, ORPHANED)
+FREEING_FROM = "freeing from "  # the note of a FREEING row: the status to restore
 IN_FLIGHT = (ALLOCATING, FREEING)
 LISTED = "('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED', 'GONE')"  # not yet ended
 
@@ -122,6 +125,15 @@ class Allocation:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Allocation:
+        try:
+            return cls._from_row(row)
+        except ValueError as exc:
+            raise LedgerCorruptError(
+                f"ledger row {row[0]!r} holds malformed JSON ({exc}); it was left untouched"
+            ) from None
+
+    @classmethod
+    def _from_row(cls, row: tuple[Any, ...]) -> Allocation:
         return cls(
             id=row[0],
             driver=row[1],
@@ -170,7 +182,9 @@ class Ledger:
     def _corrupt(self, exc: Exception) -> LedgerCorruptError:
         return LedgerCorruptError(
             f"ledger {self.path} is unreadable ({exc}); it was left untouched: move it aside "
-            f"(mv {self.path} {self.path}.broken) to start a new ledger"
+            f"with its -wal and -shm files, which may hold its latest changes "
+            f"(mv {self.path} {self.path}.broken, likewise {self.path.name}-wal and -shm) "
+            "to start a new ledger"
         )
 
     @property
@@ -259,14 +273,18 @@ class Ledger:
 
     def _sweep(self, conn: sqlite3.Connection, now: str) -> None:
         rows = conn.execute(
-            "SELECT id, owner_pid, owner_start, status FROM allocations "
+            "SELECT id, owner_pid, owner_start, status, note FROM allocations "
             "WHERE status IN ('ALLOCATING', 'FREEING')"
         ).fetchall()
-        for row_id, pid, started, status in rows:
+        for row_id, pid, started, status, note in rows:
             if pid is not None and procinfo.is_alive(pid, started):
                 continue
-            # An interrupted free still holds the resource; an interrupted allocate may too.
-            new_status = ORPHANED if status == ALLOCATING else ALLOCATED
+            # An interrupted allocate may hold a workload (cleaned up as ORPHANED); an
+            # interrupted free goes back to what it was before (ALLOCATED, GONE, ORPHANED).
+            new_status = ORPHANED
+            if status == FREEING:
+                before = (note or "").removeprefix(FREEING_FROM)
+                new_status = before if before in (ALLOCATED, GONE, ORPHANED) else ALLOCATED
             conn.execute(
                 "UPDATE allocations SET status=?, updated=?, owner_pid=NULL, owner_start=NULL, "
                 "note=? WHERE id=?",
@@ -300,7 +318,7 @@ class Ledger:
             "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
             "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
             "COALESCE(MIN(ram_overbook), 0) FROM allocations "
-            f"WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING') AND {scope}",
+            f"WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED') AND {scope}",
             () if remote_driver is None else (remote_driver,),
         ).fetchone()
         if count == 0:
@@ -329,7 +347,8 @@ class Ledger:
         """Usage grouped by driver and expiry (SQLite sums; a big ledger stays cheap)."""
         settled = self._query(
             "SELECT driver, SUM(cpu), SUM(ram), expires FROM allocations "
-            "WHERE status IN ('ALLOCATED', 'FREEING') AND is_remote = 0 GROUP BY driver, expires"
+            "WHERE status IN ('ALLOCATED', 'FREEING', 'ORPHANED') AND is_remote = 0 "
+            "GROUP BY driver, expires"
         )
         in_flight = self._query(
             "SELECT driver, cpu, ram, expires, owner_pid, owner_start FROM allocations "
@@ -404,6 +423,21 @@ class Ledger:
                 ),
             )
         return alloc_id
+
+    def readmit(self, alloc_id: str, fits: Callable[[Resources], int]) -> bool:
+        """GONE -> ALLOCATED, only if it fits again (checked and written in one transaction)."""
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT driver, is_remote FROM allocations WHERE id=? AND status='GONE'",
+                (alloc_id,),
+            ).fetchone()
+            if row is None or fits(self._usage(conn, row[0] if row[1] else None)) < 1:
+                return False
+            conn.execute(
+                "UPDATE allocations SET status='ALLOCATED', updated=?, note=? WHERE id=?",
+                (stamp(datetime.now(UTC)), "driver reports it again", alloc_id),
+            )
+        return True
 
     def set_status(
         self,

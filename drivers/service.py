@@ -88,7 +88,7 @@ def _capacity(driver: ResourceDriver, usage: Resources, definition: LabelDefinit
     """`usage` is the node's (local drivers) or, for a remote driver, its own holdings."""
     count = driver.available_capacity(usage, definition)
     if count < 0:
-        raise ShoalError(f"driver {driver.name()} could not tell its capacity; try again")
+        raise RetryableError(f"driver {driver.name()} could not tell its capacity; try again")
     return count
 
 
@@ -144,7 +144,18 @@ def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]
         raise
     res.timeout = expires
     with _no_interrupts():
-        ctx.ledger.set_status(alloc_id, L.ALLOCATED, state=to_wire(res), expect=(L.ALLOCATING,))
+        kept = ctx.ledger.set_status(
+            alloc_id, L.ALLOCATED, state=to_wire(res), expect=(L.ALLOCATING,)
+        )
+        if not kept:
+            # Another shoal took this row for an orphan (its owner looked dead to it, as
+            # across PID namespaces) and is cleaning it up: ours must not run uncounted.
+            with contextlib.suppress(ShoalError, OSError):
+                driver.deallocate(res)
+            raise ShoalError(
+                f"allocation {alloc_id} was reclaimed by another shoal while allocating; "
+                "its resource was released, allocate again"
+            )
     return describe(ctx.ledger.get(alloc_id))
 
 
@@ -197,9 +208,19 @@ def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
         out["drift"] = "ledger said ALLOCATED but the driver reports NONE; marked GONE"
         out["status"] = L.GONE
     elif row.status == L.GONE and seen == STATUS_ALLOCATED:
-        ctx.ledger.set_status(row.id, L.ALLOCATED, note="driver reports it again", expect=(L.GONE,))
-        out["drift"] = "ledger said GONE but the driver reports ALLOCATED again; marked ALLOCATED"
-        out["status"] = L.ALLOCATED
+        from drivers.types import LabelDefinition
+
+        driver = ctx.driver(row.driver)
+        definition = from_wire(LabelDefinition, row.definition, strict=False)
+        # Back only if it fits: others may have taken its place while it was gone.
+        if ctx.ledger.readmit(row.id, lambda usage: _capacity(driver, usage, definition)):
+            out["drift"] = "ledger said GONE but the driver reports it again; marked ALLOCATED"
+            out["status"] = L.ALLOCATED
+        else:
+            out["drift"] = (
+                "ledger said GONE and the driver reports it again, but there is no capacity "
+                f"for it now; it stays GONE: `shoal free {row.id}` releases it"
+            )
     return out
 
 
@@ -232,7 +253,10 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
             f"{row.id} is {row.status.lower()} by shoal process {row.owner_pid}; try again shortly"
         )
     previous = row.status
-    if not ctx.ledger.set_status(row.id, L.FREEING, expect=(previous,), owner=True, note=None):
+    freeing_note = f"{L.FREEING_FROM}{previous}"
+    if not ctx.ledger.set_status(
+        row.id, L.FREEING, expect=(previous,), owner=True, note=freeing_note
+    ):
         return free(ctx, alloc_id, note=note)  # someone moved it; decide again from the new state
     try:
         ctx.driver(row.driver).deallocate(_resource(row))

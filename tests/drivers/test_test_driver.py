@@ -128,13 +128,13 @@ def test_injected_allocate_failure_leaves_no_allocated_row(cli, limited: None) -
     assert dry.stdout.strip() == "3"
 
 
-def test_injected_capacity_failure_exits_1_and_writes_nothing(cli, limited: None) -> None:
+def test_injected_capacity_failure_exits_75_and_writes_nothing(cli, limited: None) -> None:
     run = cli(*ALLOC, "-o", "fail_available_capacity=255")
-    assert run.exit_code == 1
+    assert run.exit_code == 75  # the driver could not tell: try again later
     assert "capacity" in run.stderr
     assert listed(cli) == {}
     dry = cli(*ALLOC, "--dry-run", "-o", "fail_available_capacity=255")
-    assert dry.exit_code == 1
+    assert dry.exit_code == 75
 
 
 def test_injected_deallocate_failure_keeps_the_allocation(cli, limited: None) -> None:
