@@ -32,18 +32,19 @@ def is_alive(pid: int, started: str | None) -> bool:
     return started is None or fields[19] == started
 
 
-def group_members(pgid: int, marker: bytes) -> list[tuple[int, str]]:
-    """Live processes of group `pgid` whose environment holds the `NAME=value` entry `marker`.
+def marked(marker: bytes) -> list[tuple[int, str]]:
+    """Live processes whose environment holds the `NAME=value` entry `marker`, in any group.
 
-    A group's id cannot be reused while any member lives, but once it empties another
-    program's group may take the number; the marker tells our processes from theirs.
+    Workloads may leave their process group or session (setsid); the marker they inherit
+    is what tells them, and only them, apart (a process that clears its own environment
+    escapes this: only a cgroup would hold it).
     """
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         fields = _stat_fields(int(entry.name))
-        if not fields or len(fields) < 20 or fields[0] in ("Z", "X") or fields[2] != str(pgid):
+        if not fields or len(fields) < 20 or fields[0] in ("Z", "X"):
             continue
         try:
             environ = (entry / "environ").read_bytes()
@@ -52,6 +53,29 @@ def group_members(pgid: int, marker: bytes) -> list[tuple[int, str]]:
         if marker in environ.split(b"\0"):
             found.append((int(entry.name), fields[19]))
     return found
+
+
+def signal_exactly(pid: int, started: str | None, signum: int) -> bool:
+    """Signal `pid` only if it is still the process that started at `started`.
+
+    A pidfd pins the process: checked once after opening, it cannot be a reused pid when
+    the signal goes out. False when the process is gone.
+    """
+    import signal as _signal
+
+    try:
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return False
+    try:
+        if not is_alive(pid, started):
+            return False
+        _signal.pidfd_send_signal(fd, signum)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def self_identity() -> tuple[int, str | None]:

@@ -13,7 +13,6 @@ found and stopped.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -201,14 +200,19 @@ class ProcessDriver:
                 preexec_fn=in_child,
                 close_fds=True,
             )
-        except (FileNotFoundError, PermissionError) as exc:
+        except OSError as exc:  # not found, not executable, exec format: nothing started
             shutil.rmtree(workspace, ignore_errors=True)
             raise UsageError(
-                f"options.entry: cannot run {opts['argv'][0]!r}: {exc.strerror}"
+                f"options.entry: cannot run {opts['argv'][0]!r}: {exc.strerror or exc}"
             ) from None
-        except BaseException:
+        except subprocess.SubprocessError as exc:  # the limits could not be applied
             shutil.rmtree(workspace, ignore_errors=True)
-            raise
+            raise ShoalError(
+                f"could not pin CPUs {cpus} or limit memory to {definition.resources.ram} GiB "
+                f"for the workload ({exc}); check `ulimit -d` and the CPUs shoal may use"
+            ) from None
+        # Any other interruption (Ctrl-C after the fork) keeps the workspace: its pid file
+        # is how the caller's cleanup finds and stops the workload that may have started.
         finally:
             log.close()
         # Popen would warn when collected while the workload runs on; the workload outlives us.
@@ -250,7 +254,7 @@ class ProcessDriver:
             return STATUS_ALLOCATED
         # The first process may have exited leaving its children at work: still ours.
         marker = f"{ALLOCATION_ID_KEY}={res.identifier}".encode()
-        return STATUS_ALLOCATED if procinfo.group_members(identity[0], marker) else STATUS_NONE
+        return STATUS_ALLOCATED if procinfo.marked(marker) else STATUS_NONE
 
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
         return None
@@ -265,45 +269,38 @@ class ProcessDriver:
                 return False
             time.sleep(_POLL_SECONDS)
 
-    def _stop_leftovers(self, pgid: int, identifier: str, grace: float) -> None:
-        """Stop what a leader that already exited left running in its group."""
+    def _stop_marked(self, identifier: str, grace: float) -> None:
+        """Stop every process carrying the allocation's marker: SIGTERM, grace, SIGKILL."""
         marker = f"{ALLOCATION_ID_KEY}={identifier}".encode()
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            members = procinfo.group_members(pgid, marker)
+            members = procinfo.marked(marker)
             if not members:
                 return
-            for pid, _ in members:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
+            for pid, started in members:
+                procinfo.signal_exactly(pid, started, sig)
             deadline = time.monotonic() + wait
             while members and time.monotonic() < deadline:
                 time.sleep(_POLL_SECONDS)
+                for pid, _ in members:
+                    procinfo.reap(pid)
                 members = [m for m in members if procinfo.is_alive(*m)]
-        if procinfo.group_members(pgid, marker):
+        if procinfo.marked(marker):
             raise ShoalError(f"processes of {identifier} survived SIGKILL; try again")
 
     def deallocate(self, res: Resource) -> None:
         workspace = self._workspace(res.identifier)
         identity = self._resolve_identity(res)
         grace = float(res.metadata.get("grace_seconds", self.cfg["grace_seconds"]))
-        if identity is not None and not procinfo.is_alive(*identity):
-            # The leader is gone, but children it left behind may still run in its group.
-            self._stop_leftovers(identity[0], res.identifier, grace)
-        elif identity is not None:
+        if identity is not None and procinfo.signal_exactly(*identity, signal.SIGTERM):
             pid, started = identity
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
             if not self._wait_gone(pid, started, grace):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+                procinfo.signal_exactly(pid, started, signal.SIGKILL)
                 if not self._wait_gone(pid, started, 5.0):
                     raise ShoalError(
                         f"process {pid} of {res.identifier} survived SIGKILL; try again"
                     )
-            # Children the leader left behind share its group; the group id cannot be reused
-            # while any of them lives, so this reaches only our workload.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+        # Its children, and whatever they started, even in sessions of their own.
+        self._stop_marked(res.identifier, grace)
         shutil.rmtree(workspace, ignore_errors=True)
         if workspace.exists():
             raise ShoalError(f"process driver: could not remove workspace {workspace}")

@@ -418,3 +418,19 @@ def test_bad_env_option_is_a_usage_error(cli, configured: None, tmp_path: Path, 
     assert run.exit_code == 2
     assert "options.env" in run.stderr
     assert workspaces(home) == []
+
+
+def test_free_stops_a_child_that_left_the_session(cli, configured: None, tmp_path: Path) -> None:
+    escaping = "setsid sleep 601 & echo $! > child.tmp; mv child.tmp child; exec sleep 602"
+    allocated = start(cli, tmp_path, ["sh", "-c", escaping], grace_seconds=0.5)
+    child_file = Path(allocated["resource"]["metadata"]["workspace"]) / "child"
+    wait_for(child_file.exists, "the child pid")
+    child = int(child_file.read_text())
+    try:
+        wait_for(lambda: os.getsid(child) == child, "the child's own session")
+        run = cli("free", allocated["id"])
+        assert run.exit_code == 0, run
+        wait_for(lambda: not running(child), "the escaped child to be stopped", timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
