@@ -1,5 +1,6 @@
 """The Typer application: global options, subcommands, and error -> exit code mapping."""
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,13 +10,13 @@ from typer.core import TyperGroup
 from cli import output
 from cli.exit_codes import ExitCode, exit_code_for
 from cli.state import state
-from providers.env import ENV_CONFIG, ENV_HOME
+from providers.env import ENV_CONFIG, ENV_DEBUG, ENV_HOME
 from providers.errors import ShoalError
 
 EPILOG = (
     "Exit codes: 0 ok, 1 error, 2 usage, 69 provider unreachable, 75 retry later "
     "(no capacity, timeout), 77 credentials, 78 config, 130 interrupted. "
-    "NO_COLOR disables colour."
+    "NO_COLOR disables colour; SHOAL_DEBUG=1 shows tracebacks of unexpected errors."
 )
 
 
@@ -31,6 +32,19 @@ class ShoalGroup(TyperGroup):
         except KeyboardInterrupt:
             output.error("interrupted")
             ctx.exit(ExitCode.INTERRUPTED)
+        except Exception as exc:
+            if isinstance(exc, (typer.Exit, typer.Abort)) or type(exc).__module__.startswith(
+                "typer."
+            ):
+                raise  # the framework's own usage errors and exits
+            if os.environ.get(ENV_DEBUG):
+                raise
+            # A bug, or a failure nobody foresaw: still one line, and the way to see more.
+            output.error(
+                f"unexpected {type(exc).__name__}: {exc} (set {ENV_DEBUG}=1 for the traceback; "
+                "please report it)"
+            )
+            ctx.exit(ExitCode.ERROR)
 
 
 # Each subcommand, declared once: name -> "module:function". Only the invoked one is

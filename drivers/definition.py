@@ -9,7 +9,7 @@ from typing import Any
 from drivers.types import LabelDefinition
 from providers.errors import UsageError
 from providers.timeutil import parse_duration, utcnow
-from providers.wire import from_wire
+from providers.wire import WireError, from_wire
 
 
 def parse_document(text: str, source: str) -> Any:
@@ -42,27 +42,46 @@ def build(data: Any, source: str) -> LabelDefinition:
         raise UsageError(f"{source}: a definition is an object with driver, resources, options")
     try:
         definition = from_wire(LabelDefinition, data)
+    except WireError as exc:
+        if exc.path.startswith("authentication"):
+            # The message would quote the value: a credential must not reach stderr.
+            raise UsageError(
+                f"{source}: {exc.path}: invalid value (not shown: it is a credential); "
+                "username, password and key are strings, port an integer"
+            ) from None
+        raise UsageError(f"{source}: {exc}") from None
     except UsageError as exc:
         raise UsageError(f"{source}: {exc}") from None
     check(definition, source)
     return definition
 
 
+# Past these, SQLite integers and datetime overflow; no machine comes near them.
+MAX_CPU = 1_000_000
+MAX_RAM_GIB = 1_000_000_000
+MAX_LIFETIME = timedelta(days=36_525)
+
+
 def check(definition: LabelDefinition, source: str) -> None:
     res = definition.resources
     if not definition.driver:
         raise UsageError(f'{source}: driver is required, e.g. "driver": "process" or --driver')
-    if res.cpu < 1:
-        raise UsageError(f"{source}: resources.cpu must be at least 1, got {res.cpu}")
-    if res.ram < 1:
-        raise UsageError(f"{source}: resources.ram must be at least 1 (GiB), got {res.ram}")
+    if res.cpu < 1 or res.cpu > MAX_CPU:
+        raise UsageError(f"{source}: resources.cpu must be 1 to {MAX_CPU}, got {res.cpu}")
+    if res.ram < 1 or res.ram > MAX_RAM_GIB:
+        raise UsageError(f"{source}: resources.ram must be 1 to {MAX_RAM_GIB} (GiB), got {res.ram}")
     if res.slots < 0:
         raise UsageError(f"{source}: resources.slots must not be negative, got {res.slots}")
     for name, disk in res.disks.items():
         if disk.size < 0:
             raise UsageError(f"{source}: resources.disks.{name}.size must not be negative")
     if res.lifetime:
-        parse_duration(res.lifetime, f"{source}: resources.lifetime")
+        life = parse_duration(res.lifetime, f"{source}: resources.lifetime")
+        if life > MAX_LIFETIME:
+            raise UsageError(
+                f"{source}: resources.lifetime {res.lifetime!r} is over 100 years; "
+                "leave it out for no lifetime"
+            )
 
 
 def load(text: str, source: str) -> LabelDefinition:

@@ -9,7 +9,9 @@ died (kill -9, power loss) is found by the next command and handed back for clea
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -199,6 +201,11 @@ class Ledger:
             conn = sqlite3.connect(self.path, timeout=LOCK_STEP_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
             raise self._corrupt(exc) from None
+        if fresh:
+            # Definitions may carry credentials: the ledger is its owner's alone (SQLite
+            # gives its -wal and -shm files the same mode).
+            with contextlib.suppress(OSError):
+                os.chmod(self.path, 0o600)
         try:
             version = _patiently(lambda: conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:

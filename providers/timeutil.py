@@ -43,7 +43,10 @@ def parse_duration(text: str, field: str) -> timedelta:
         raise UsageError(f"{field}: {text!r} is not a duration; use for example 30m, 1h30m or 2d")
     if total <= 0:
         raise UsageError(f"{field}: duration must be greater than zero, got {text!r}")
-    return timedelta(seconds=total)
+    try:
+        return timedelta(seconds=total)
+    except OverflowError:
+        raise UsageError(f"{field}: duration {text!r} is too long") from None
 
 
 def utcnow() -> datetime:

@@ -56,6 +56,7 @@ def cli(home: Path) -> Callable[..., Run]:
             "SHOAL_HOME": str(home),
             "COLUMNS": "200",
             "NO_COLOR": "1",
+            "SHOAL_DEBUG": "1",  # an unexpected exception fails the test with its traceback
             "SHOAL_PROVIDER": None,
             "SHOAL_DRIVER": None,
             "SHOAL_CONFIG": None,

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -543,3 +544,32 @@ def test_ctrl_c_while_waiting_for_the_ledger_lock(
         holder.execute("ROLLBACK")
         holder.close()
     assert len(rows(cli)) == 1  # nothing was reserved
+
+
+def test_the_ledger_is_private_to_its_owner(cli, home: Path) -> None:
+    assert cli("alloc", "--driver", "test", "--cpu", "1", "--ram", "1").exit_code == 0
+    ledger = home / "state" / "ledger.sqlite"
+    assert stat.S_IMODE(ledger.stat().st_mode) == 0o600  # definitions may hold credentials
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("--cpu", "99999999999999999999", "--ram", "1"), "resources.cpu"),
+        (("--cpu", "1", "--ram", "1", "--lifetime", "99999999h"), "resources.lifetime"),
+        (("--cpu", "1", "--ram", "1", "--lifetime", "9" * 400 + "d"), "resources.lifetime"),
+    ],
+)
+def test_absurd_sizes_are_usage_errors(cli, args: tuple[str, ...], named: str) -> None:
+    run = cli("alloc", "--driver", "test", *args, env={"SHOAL_DEBUG": ""})
+    assert run.exit_code == 2, run.stderr
+    assert named in run.stderr and "unexpected" not in run.stderr
+
+
+def test_a_bad_credential_value_is_not_echoed(cli) -> None:
+    definition = '{"driver": "test", "resources": {"cpu": 1, "ram": 1},'
+    definition += ' "authentication": {"username": "ci", "port": "hunter2"}}'
+    run = cli("alloc", "-", input=definition)
+    assert run.exit_code == 2
+    assert "authentication.port" in run.stderr
+    assert "hunter2" not in run.stderr + run.stdout

@@ -169,3 +169,13 @@ def test_exit_code_values_are_the_documented_ones() -> None:
         "CONFIG": 78,
         "INTERRUPTED": 130,
     }
+
+
+def test_1_unexpected_error_is_one_line_without_debug(cli, register_provider: Register) -> None:
+    register_provider("buggy", raising(RuntimeError("boom")))
+    run = cli("regions", "--provider", "buggy", env={"SHOAL_DEBUG": ""})
+    assert run.exit_code == ExitCode.ERROR
+    assert_one_error_line(run.stderr, "unexpected RuntimeError: boom", "SHOAL_DEBUG=1")
+    assert "Traceback" not in run.stderr
+    with pytest.raises(RuntimeError, match="boom"):  # SHOAL_DEBUG=1: the traceback
+        cli("regions", "--provider", "buggy")
