@@ -37,7 +37,7 @@ def parse_opts(
         value: Any = given.get(name, opt.default)
         if opt.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        wrong_bool = isinstance(value, bool) and opt.kind is not bool
+        wrong_bool = isinstance(value, bool) and opt.kind not in (bool, object)
         if value is not None and (wrong_bool or not isinstance(value, opt.kind)):
             raise error(f"{where}.{name}: expected {opt.kind.__name__}, got {value!r} ({opt.doc})")
         number = (

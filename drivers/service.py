@@ -120,6 +120,11 @@ def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]
     from drivers.types import Resource
 
     driver = prepare(ctx, definition)
+    # An optional check beyond the spec's interface, so bad metadata is refused before a
+    # reservation is written rather than after.
+    validate_metadata = getattr(driver, "validate_metadata", None)
+    if validate_metadata is not None:
+        validate_metadata(metadata)
     recover(ctx)
     expires = expires_at(definition)
     alloc_id = ctx.ledger.reserve(

@@ -65,6 +65,13 @@ def _argv(entry: Any) -> list[str]:
             raise UsageError(f"options.entry: {exc}; quote the command properly") from None
     elif isinstance(entry, list) and all(isinstance(a, str) for a in entry):
         argv = list(entry)
+    elif entry is not None:
+        shown = json.dumps(entry)
+        raise UsageError(
+            f"options.entry must be a command string or a list of strings, got {shown} "
+            f"(-o values are JSON when they parse: write -o 'entry=\"{shown}\"' for a "
+            "command of that name)"
+        )
     else:
         argv = []
     if not argv:
@@ -107,6 +114,14 @@ class ProcessDriver:
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         self._options(definition)
+
+    def validate_metadata(self, metadata: dict[str, Any]) -> None:
+        """Metadata becomes environment variables: names must be shell identifiers."""
+        for key in metadata:
+            if not _ENV_NAME.match(key):
+                raise UsageError(
+                    f"--meta {key!r}: names must be shell identifiers to become env vars"
+                )
 
     def _limits(self) -> tuple[int, int]:
         cpu, ram = self.cfg["cpu_limit"], self.cfg["ram_limit"]
@@ -158,12 +173,9 @@ class ProcessDriver:
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
         opts = self._options(definition)
+        self.validate_metadata(metadata)
         env = dict(os.environ)
         for key, value in metadata.items():
-            if not _ENV_NAME.match(key):
-                raise UsageError(
-                    f"metadata {key!r}: names must be shell identifiers to become env vars"
-                )
             env[key] = value if isinstance(value, str) else json.dumps(value)
         env.update(opts["env"])
         identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"process-{os.urandom(4).hex()}")

@@ -573,3 +573,28 @@ def test_a_bad_credential_value_is_not_echoed(cli) -> None:
     assert run.exit_code == 2
     assert "authentication.port" in run.stderr
     assert "hunter2" not in run.stderr + run.stdout
+
+
+def test_bad_metadata_names_are_refused_before_anything_is_reserved(cli) -> None:
+    run = cli(
+        "alloc",
+        "--driver",
+        "process",
+        "--cpu",
+        "1",
+        "--ram",
+        "1",
+        "-o",
+        "entry=sleep 1",
+        "--meta",
+        "not-a-name=1",
+    )
+    assert run.exit_code == 2
+    assert "not-a-name" in run.stderr
+    assert cli("status", "--all", "--json").json() == []
+
+
+def test_an_entry_that_parses_as_json_says_how_to_quote_it(cli) -> None:
+    run = cli("alloc", "--driver", "process", "--cpu", "1", "--ram", "1", "-o", "entry=true")
+    assert run.exit_code == 2
+    assert "options.entry" in run.stderr and "entry=" in run.stderr
