@@ -107,6 +107,20 @@ def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]
 
 
 @pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """Real `shoal` processes a test starts; killed and reaped whatever happens."""
+    import contextlib
+
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(ValueError, OSError):  # pipes already read and closed
+            proc.communicate(timeout=30)
+
+
+@pytest.fixture
 def reap_workloads(home: Path) -> Iterator[None]:
     """Kill any workload a process-driver test left running, even when the test failed."""
     yield

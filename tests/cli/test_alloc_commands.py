@@ -9,7 +9,7 @@ import sqlite3
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,17 +26,6 @@ LIMIT_1 = '[drivers."test/default"]\ncpu_limit = 1\nram_limit = 10\n'
 @pytest.fixture
 def limited(write_config: Callable[[str], Path]) -> None:
     write_config(LIMIT_3)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    """Real `shoal` processes a test starts; killed and reaped whatever happens."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
 
 
 def default_sigint() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -75,18 +74,6 @@ def isolated(
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
     return tmp_path / "images"
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    """Real `shoal` processes a test starts; killed and reaped whatever happens."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        with contextlib.suppress(ValueError, OSError):  # pipes already read and closed
-            proc.communicate(timeout=30)
 
 
 def default_sigint() -> None:
