@@ -10,11 +10,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.env import ENV_CONFIG, ENV_DRIVER, ENV_HOME, ENV_NO_COLOR, ENV_PROVIDER
 from providers.errors import ConfigError
-from providers.usage import AllocationSource
+
+if TYPE_CHECKING:
+    from providers.usage import AllocationSource
 
 __all__ = [
     "ENV_CONFIG",

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from providers import selectors
 from providers.errors import ConfigError, UsageError
 from providers.local.host import HostShape, detect
 from providers.models import (
@@ -31,8 +30,10 @@ from providers.models import (
 from providers.regions import check_region
 from providers.settings import Settings, config_section
 from providers.timeutil import utcnow
-from providers.usage import AllocationSource, AllocationUsage
 from providers.wire import format_time
+
+if TYPE_CHECKING:
+    from providers.usage import AllocationSource, AllocationUsage
 
 PROVIDER = "local"
 REGION = "local"
@@ -215,6 +216,8 @@ class LocalCatalog:
         if opts.filter is None or not opts.filter.resource_selectors:
             return True
         record = selector_record(self.instance_type(), provider=PROVIDER, **(price or {}))
+        from providers import selectors
+
         return selectors.matches(opts.filter.resource_selectors, record)
 
     def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
