@@ -49,7 +49,17 @@ GONE = "GONE"  # the driver no longer has it, though nobody freed it
 HOLDING = (ALLOCATING, ALLOCATED, FREEING, ORPHANED)
 FREEING_FROM = "freeing from "  # the note of a FREEING row: the status to restore
 IN_FLIGHT = (ALLOCATING, FREEING)
-LISTED = "('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED', 'GONE')"  # not yet ended
+NOT_ENDED = (*HOLDING, GONE)  # what `status` lists without --all
+
+
+def _sql_in(statuses: tuple[str, ...]) -> str:
+    """`('A', 'B')` for `status IN ...`: the status sets are named once, here."""
+    return "(" + ", ".join(f"'{s}'" for s in statuses) + ")"
+
+
+_HOLDING_SQL = _sql_in(HOLDING)
+_LOCAL_SETTLED_SQL = _sql_in((ALLOCATED, FREEING, ORPHANED))  # ALLOCATING is checked by owner
+_NOT_ENDED_SQL = _sql_in(NOT_ENDED)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS allocations (
@@ -281,7 +291,7 @@ class Ledger:
     def _sweep(self, conn: sqlite3.Connection, now: str) -> None:
         rows = conn.execute(
             "SELECT id, owner_pid, owner_start, status, note FROM allocations "
-            "WHERE status IN ('ALLOCATING', 'FREEING')"
+            f"WHERE status IN {_sql_in(IN_FLIGHT)}"
         ).fetchall()
         for row_id, pid, started, status, note in rows:
             if pid is not None and procinfo.is_alive(pid, started):
@@ -304,7 +314,7 @@ class Ledger:
             return []
         rows = self._query(
             "SELECT id, owner_pid, owner_start FROM allocations "
-            "WHERE status IN ('ALLOCATING', 'FREEING', 'ORPHANED')"
+            f"WHERE status IN {_sql_in((*IN_FLIGHT, ORPHANED))}"
         )
         dead = [r for r in rows if r[1] is None or not procinfo.is_alive(r[1], r[2])]
         if not dead:
@@ -325,7 +335,7 @@ class Ledger:
             "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
             "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
             "COALESCE(MIN(ram_overbook), 0) FROM allocations "
-            f"WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED') AND {scope}",
+            f"WHERE status IN {_HOLDING_SQL} AND {scope}",
             () if remote_driver is None else (remote_driver,),
         ).fetchone()
         if count == 0:
@@ -354,7 +364,7 @@ class Ledger:
         """Usage grouped by driver and expiry (SQLite sums; a big ledger stays cheap)."""
         settled = self._query(
             "SELECT driver, SUM(cpu), SUM(ram), expires FROM allocations "
-            "WHERE status IN ('ALLOCATED', 'FREEING', 'ORPHANED') AND is_remote = 0 "
+            f"WHERE status IN {_LOCAL_SETTLED_SQL} AND is_remote = 0 "
             "GROUP BY driver, expires"
         )
         in_flight = self._query(
@@ -502,11 +512,7 @@ class Ledger:
         return [Allocation.from_row(r) for r in rows]
 
     def summaries(self, *, include_ended: bool) -> list[dict[str, Any]]:
-        where = (
-            ""
-            if include_ended
-            else "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'FREEING', 'ORPHANED', 'GONE')"
-        )
+        where = "" if include_ended else f"WHERE status IN {_NOT_ENDED_SQL}"
         rows = self._query(
             "SELECT id, driver, status, cpu, ram, created, expires, updated, note "
             f"FROM allocations {where} ORDER BY created"
@@ -519,7 +525,7 @@ class Ledger:
         Listing 10,000 allocations then costs what SQLite costs, not a Python dict and a
         json.dumps per row; without SQLite's JSON functions it falls back to Python.
         """
-        where = "" if include_ended else f"WHERE status IN {LISTED}"
+        where = "" if include_ended else f"WHERE status IN {_NOT_ENDED_SQL}"
         try:
             rows = self._query(
                 "SELECT json_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, "

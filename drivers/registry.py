@@ -113,7 +113,3 @@ def open_driver(settings: Settings, requested: str) -> ResourceDriver:
     driver = factory(full, settings)
     driver.prepare(json.dumps(config).encode())
     return driver
-
-
-def known_drivers(settings: Settings) -> list[str]:
-    return list(driver_list(settings))

@@ -17,7 +17,7 @@ from drivers import ledger as L
 from drivers.ledger import Allocation, Ledger
 from providers.errors import RetryableError, ShoalError, UsageError
 from providers.timeutil import utcnow
-from providers.wire import format_time, from_wire, to_wire
+from providers.wire import from_wire, to_wire
 
 if TYPE_CHECKING:
     # Driver code, types and the registry are imported where used: `status` listing a
@@ -315,7 +315,3 @@ def run_task(ctx: Drivers, alloc_id: str, name: str, options: str) -> Any:
         return json.loads(result)
     except ValueError:
         return {"result": result.decode(errors="replace")}
-
-
-def formatted_now() -> str:
-    return format_time(utcnow())

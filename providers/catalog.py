@@ -38,7 +38,6 @@ class Catalog(Protocol):
 
 Factory = Callable[["Settings"], Catalog]
 
-DEFAULT_PROVIDER = "local"
 
 _REGISTRY: LazyRegistry[Factory] = LazyRegistry(
     "provider",

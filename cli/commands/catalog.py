@@ -7,7 +7,7 @@ import typer
 
 from cli import output
 from cli.state import state
-from providers.env import ENV_PROVIDER
+from providers.env import DEFAULT_PROVIDER, ENV_PROVIDER
 from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ def _options(
     )
 
 
-def regions(ctx: typer.Context, provider: ProviderOpt = "local", as_json: JsonOpt = False) -> None:
+def regions(
+    ctx: typer.Context, provider: ProviderOpt = DEFAULT_PROVIDER, as_json: JsonOpt = False
+) -> None:
     """List the provider's regions."""
     from providers.wire import to_wire
 
@@ -89,7 +91,7 @@ def regions(ctx: typer.Context, provider: ProviderOpt = "local", as_json: JsonOp
 
 def types(
     ctx: typer.Context,
-    provider: ProviderOpt = "local",
+    provider: ProviderOpt = DEFAULT_PROVIDER,
     region: RegionOpt = None,
     select: SelectOpt = None,
     sort: Annotated[
@@ -199,7 +201,7 @@ def _gather(
 
 def resources(
     ctx: typer.Context,
-    provider: ProviderOpt = "local",
+    provider: ProviderOpt = DEFAULT_PROVIDER,
     region: RegionOpt = None,
     select: SelectOpt = None,
     start: StartOpt = None,
@@ -239,7 +241,7 @@ def resources(
 
 def pricing(
     ctx: typer.Context,
-    provider: ProviderOpt = "local",
+    provider: ProviderOpt = DEFAULT_PROVIDER,
     region: RegionOpt = None,
     select: SelectOpt = None,
     start: StartOpt = None,
