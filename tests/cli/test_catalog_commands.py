@@ -15,12 +15,12 @@ from providers.models import (
     InstanceTypeSpec,
     RegionSpec,
     Resource,
-    ResourceListOptions,
     ResourcePricing,
 )
 from providers.selector_keys import KNOWN_KEYS
 from providers.wire import from_wire, to_wire
 from tests.conftest import Run
+from tests.fakes import EmptyCatalog
 
 Cli = Callable[..., Run]
 COMMANDS = ["regions", "types", "resources", "pricing"]
@@ -337,37 +337,10 @@ def test_bad_local_config_exits_78_naming_the_key(
 _names = itertools.count()
 
 
-class SingleRegionCatalog:
-    """A registered in-process provider, to show the flag and the variable pick providers."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-
-    def provider(self) -> str:
-        return self.label
-
-    def list_regions(self) -> list[RegionSpec]:
-        return [RegionSpec(name=f"{self.label}-east", zones=["a", "b"])]
-
-    def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
-        return []
-
-    def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
-        return []
-
-    def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
-        return {}
-
-    def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
-        return []
-
-    def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
-        return {}
-
-
 def registered_provider() -> str:
     name = f"clitest{next(_names)}"
-    register(name, lambda settings: SingleRegionCatalog(name))
+    region = RegionSpec(name=f"{name}-east", zones=["a", "b"])
+    register(name, lambda settings: EmptyCatalog(name, region))
     return name
 
 

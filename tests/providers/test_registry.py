@@ -15,14 +15,12 @@ from providers.catalog import new_catalog, provider_names, register
 from providers.errors import ConfigError, UnknownNameError, UsageError
 from providers.local.catalog import LocalCatalog
 from providers.models import (
-    InstanceTypeSpec,
     RegionSpec,
-    Resource,
     ResourceListOptions,
-    ResourcePricing,
 )
 from providers.plugins import LazyRegistry
 from providers.settings import Paths, Settings
+from tests.fakes import EmptyCatalog
 
 _names = itertools.count()
 BUILTIN_LOCAL = "providers.local.catalog:LocalCatalog.from_settings"
@@ -33,37 +31,8 @@ def unique(prefix: str) -> str:
     return f"{prefix}{next(_names)}"
 
 
-class TinyCatalog:
-    """A complete, minimal catalog: one region, nothing in it."""
-
-    def __init__(self, settings: Settings, label: str) -> None:
-        self.settings = settings
-        self.label = label
-
-    def provider(self) -> str:
-        return self.label
-
-    def list_regions(self) -> list[RegionSpec]:
-        return [RegionSpec(name=f"{self.label}-1")]
-
-    def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
-        return []
-
-    def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
-        return []
-
-    def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
-        return {}
-
-    def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
-        return []
-
-    def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
-        return {}
-
-
-def tiny(label: str) -> Callable[[Settings], TinyCatalog]:
-    return lambda settings: TinyCatalog(settings, label)
+def tiny(label: str) -> Callable[[Settings], EmptyCatalog]:
+    return lambda settings: EmptyCatalog(label, RegionSpec(name=f"{label}-1"), settings)
 
 
 @pytest.fixture
@@ -78,7 +47,7 @@ def test_registered_factory_builds_the_catalog_with_the_settings(settings: Setti
     name = unique("tiny")
     register(name, tiny("one"))
     catalog = new_catalog(name, settings)
-    assert isinstance(catalog, TinyCatalog)
+    assert isinstance(catalog, EmptyCatalog)
     assert catalog.provider() == "one"
     assert catalog.settings is settings
     assert name in provider_names()
@@ -99,7 +68,7 @@ def test_registration_goes_ahead_of_the_builtin(settings: Settings) -> None:
     assert isinstance(registry.get("local")(settings), LocalCatalog)
     registry.register("local", tiny("replacement"))
     built = registry.get("local")(settings)
-    assert isinstance(built, TinyCatalog) and built.provider() == "replacement"
+    assert isinstance(built, EmptyCatalog) and built.provider() == "replacement"
 
 
 def test_builtin_local(settings: Settings) -> None:
