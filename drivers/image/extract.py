@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ class TruncatedArchiveError(ShoalError):
     """The tar stream ended in the middle of a member."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Member:
     name: str
     kind: bytes
@@ -62,6 +63,30 @@ class Member:
     mode: int
     mtime: int
     linkname: str
+
+
+def _octal(field: bytes) -> int:
+    """A numeric header field; the fast path reads what GNU tar and Python write."""
+    try:  # "0000644\0", "00000001750\0": digits then one terminator
+        return int(field[:-1], 8)
+    except ValueError:
+        return _number(field)
+
+
+def _checksum_ok(header: bytes) -> bool:
+    """The header checksum: the byte sum with the checksum field counted as spaces.
+
+    `sum(header)` costs 4 us a header, the largest per-member cost on many small files;
+    adler32's low half is 1 + the byte sum mod 65521, in 0.3 us. A header's sum is below
+    2 * 65521, so only a corruption that moves the sum by exactly 65521 could pass.
+    """
+    field = header[148:156]
+    try:  # "012345\0 " from most writers, "0012345\0" from some
+        stored = int(field.rstrip(b"\0 "), 8)
+    except ValueError:
+        stored = _number(field)
+    low = zlib.adler32(header) & 0xFFFF
+    return (stored - 8 * 32 + sum(field) + 1 - low) % 65521 == 0
 
 
 def _number(field: bytes) -> int:
@@ -178,7 +203,7 @@ class TarStream:
             if self._remaining:
                 self._skip(self._remaining)
                 self._remaining = 0
-            if not self._fill(BLOCK):
+            if len(self.buf) - self.pos < BLOCK and not self._fill(BLOCK):
                 if len(self.buf) - self.pos == 0:
                     # Cut between members (a zstd stream cut short ends this way too).
                     raise TruncatedArchiveError(
@@ -189,11 +214,10 @@ class TarStream:
             self.pos += BLOCK
             if header == _ZERO_BLOCK:
                 return
-            stored = _number(header[148:156])
-            if stored != sum(header) - sum(header[148:156]) + 8 * 32:
+            if not _checksum_ok(header):
                 raise ShoalError("archive is not a tar file, or is corrupt (header checksum)")
-            kind = header[156:157] or REGULAR
-            size = _number(header[124:136])
+            kind = header[156:157]
+            size = _octal(header[124:136])
             if kind == b"x":
                 pax.update(_pax(self._meta(size, "pax header")))
                 continue
@@ -214,7 +238,7 @@ class TarStream:
             linkname = (
                 _text(header[157:257].split(b"\0", 1)[0]) if kind in (HARDLINK, SYMLINK) else ""
             )
-            mtime = _number(header[136:148])
+            mtime = _octal(header[136:148])
             if long_name is not None:
                 name, long_name = long_name, None
             if long_link is not None:
@@ -233,7 +257,7 @@ class TarStream:
             has_data = kind == REGULAR
             self._remaining = (size + (-size % BLOCK)) if has_data else 0
             yield Member(
-                name, kind, size if has_data else 0, _number(header[100:108]), mtime, linkname
+                name, kind, size if has_data else 0, _octal(header[100:108]), mtime, linkname
             )
 
 
@@ -409,6 +433,9 @@ class Extractor:
         self._count(member)
         parts = safe_parts(member.name, member.name)
         kind = member.kind
+        if kind == REGULAR and parts:  # most members: straight through
+            self._file(parts, member, member.mode & 0o1777, tar)
+            return
         if kind in (CHAR, BLOCKDEV, FIFO):
             what = {CHAR: "a character device", BLOCKDEV: "a block device", FIFO: "a fifo"}[kind]
             raise UnsafeArchiveError(f"unsafe archive: member {member.name!r} is {what}")
@@ -443,19 +470,27 @@ class Extractor:
             )
 
     def _file(self, parts: tuple[str, ...], member: Member, mode: int, tar: TarStream) -> None:
-        parent = self._dir(parts[:-1], member.name)
-        fd = self._create(
-            parent,
-            parts[-1],
-            member.name,
-            lambda: os.open(parts[-1], _CREATE_FILE, mode, dir_fd=parent),
-        )
+        # Written for the 20,000-small-files case: every call and attribute here is per member.
+        name = parts[-1]
+        parent = self._dir(parts[:-1], member.name) if len(parts) > 1 else self._root_fd
+        try:
+            fd = os.open(name, _CREATE_FILE, mode, dir_fd=parent)
+        except FileExistsError:
+            fd = self._create(
+                parent,
+                name,
+                member.name,
+                lambda: os.open(name, _CREATE_FILE, mode, dir_fd=parent),
+            )
         try:
             whole = tar.small_data(member.size)
-            for chunk in (whole,) if whole is not None else tar.data(member.size):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view) :]
+            if whole is not None:
+                written = os.write(fd, whole)
+                if written < len(whole):
+                    _write_all(fd, memoryview(whole)[written:])
+            else:
+                for chunk in tar.data(member.size):
+                    _write_all(fd, memoryview(chunk))
             if mode & 0o1000:  # sticky is not set by open(); everything else came with it
                 os.fchmod(fd, mode & ~self._umask)
             os.utime(fd, (member.mtime, member.mtime))
@@ -508,6 +543,11 @@ class Extractor:
             os.fchmod(fd, (mode | 0o700) & ~self._umask)
             if mtime:
                 os.utime(fd, (mtime, mtime))
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def extract(src: Reader, root: Path, caps: Caps) -> Extractor:

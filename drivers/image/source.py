@@ -100,7 +100,7 @@ class HttpSource:
         needs it, while a redirect from http to https still gets a verifying client."""
         if self._given_client is not None:
             return self._given_client
-        import httpx
+        from providers.http import httpx
 
         scheme = urlsplit(url).scheme
         if scheme not in self._clients:
@@ -146,7 +146,7 @@ class HttpSource:
 
     def _request(self, extra: dict[str, str]) -> httpx.Response:
         """Send with retries on connection failures and retryable statuses."""
-        import httpx
+        from providers.http import httpx
 
         last: str = ""
         for attempt in range(self.policy.attempts):
@@ -254,7 +254,7 @@ class HttpSource:
     # -- reading -------------------------------------------------------------------------
 
     def _next_chunk(self) -> bytes:
-        import httpx
+        from providers.http import httpx
 
         drops = 0
         while True:

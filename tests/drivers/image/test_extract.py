@@ -23,6 +23,7 @@ from providers.errors import ShoalError
 from tests.drivers.image import archives as A
 
 MIB = 1024 * 1024
+BLOCK_BYTES = 512
 BIG = Caps(max_bytes=1 << 40, max_entries=1_000_000)
 
 
@@ -481,6 +482,40 @@ def test_corrupt_header_checksum(tmp_path: Path) -> None:
     data[0] ^= 0x01  # the name changes, the stored checksum does not
     with pytest.raises(ShoalError, match="header checksum"):
         unpack(bytes(data), tmp_path / "img")
+
+
+def _rechecksum(data: bytearray, spelling: bytes = b"%06o\0 ") -> bytes:
+    """The archive with its first header's checksum field rewritten in `spelling`."""
+    data[148:156] = b" " * 8
+    data[148:156] = (spelling % sum(data[:BLOCK_BYTES])).ljust(8, b"\0")
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [b"%06o\0 ", b"%07o\0", b"%07o ", b" %06o\0", b"%o\0"],
+    ids=["gnu", "7-digit", "space-ended", "leading-space", "short"],
+)
+def test_header_checksum_spellings_writers_use(tmp_path: Path, spelling: bytes) -> None:
+    data = bytearray(A.make_tar([A.File("f", b"data")], fmt="ustar"))
+    unpack(_rechecksum(data, spelling), tmp_path / "img")
+    assert (tmp_path / "img" / "f").read_bytes() == b"data"
+
+
+def test_header_checksum_past_the_adler_modulus(tmp_path: Path) -> None:
+    # The fast check works modulo 65521: a header whose byte sum is above that must still
+    # verify, and a flipped bit in it must still be caught.
+    data = bytearray(A.make_tar([A.File("f", b"data")], fmt="ustar"))
+    data[2:100] = b"\xff" * 98  # after the name's NUL
+    data[157:257] = b"\xff" * 100  # linkname and user/group names: not read for a file
+    data[265:329] = b"\xff" * 64
+    data = bytearray(_rechecksum(data))
+    assert sum(data[:BLOCK_BYTES]) > 65521
+    unpack(bytes(data), tmp_path / "ok")
+    assert (tmp_path / "ok" / "f").read_bytes() == b"data"
+    data[300] ^= 0x01
+    with pytest.raises(ShoalError, match="header checksum"):
+        unpack(bytes(data), tmp_path / "bad")
 
 
 @pytest.mark.parametrize("compression", ["gz", "xz", "bz2"])  # the ones with a CRC
