@@ -11,7 +11,5 @@ print(loaded, "click" in sys.modules, hasattr(httpx, "Client"))
 
 def test_httpx_comes_without_its_command_line_module() -> None:
     # Run in a fresh interpreter: this test session may have imported httpx already.
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False", "True"]
