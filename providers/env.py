@@ -9,3 +9,19 @@ ENV_NO_COLOR = "NO_COLOR"
 ENV_DEBUG = "SHOAL_DEBUG"
 ENV_IMAGE_USER = "SHOAL_IMAGE_USER"
 ENV_IMAGE_PASSWORD = "SHOAL_IMAGE_PASSWORD"
+
+# Cloud catalogs: base URLs (mirrors, proxies, air-gapped copies, tests) and credentials.
+ENV_AWS_PRICING_URL = "SHOAL_AWS_PRICING_URL"  # default https://pricing.us-east-1.amazonaws.com
+ENV_AWS_EC2_URL = "SHOAL_AWS_EC2_URL"  # EC2 API for spot prices; {region} is replaced
+ENV_AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+ENV_AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+ENV_AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
+ENV_AZURE_PRICES_URL = "SHOAL_AZURE_PRICES_URL"  # default https://prices.azure.com
+ENV_AZURE_MANAGEMENT_URL = "SHOAL_AZURE_MANAGEMENT_URL"  # default https://management.azure.com
+ENV_AZURE_TOKEN = "SHOAL_AZURE_TOKEN"  # bearer token for the Resource SKUs API
+ENV_AZURE_SUBSCRIPTION_ID = "AZURE_SUBSCRIPTION_ID"
+ENV_GCP_BILLING_URL = "SHOAL_GCP_BILLING_URL"  # default https://cloudbilling.googleapis.com
+ENV_GCP_COMPUTE_URL = "SHOAL_GCP_COMPUTE_URL"  # default https://compute.googleapis.com
+ENV_GCP_API_KEY = "SHOAL_GCP_API_KEY"  # Cloud Billing Catalog API key
+ENV_GCP_TOKEN = "SHOAL_GCP_TOKEN"  # OAuth bearer token for the Compute Engine API
+ENV_GCP_PROJECT = "SHOAL_GCP_PROJECT"  # project whose machine types are listed

@@ -27,8 +27,9 @@ from typing import Any
 
 from drivers.image import checksum, decompress, extract
 from drivers.image.naming import check_component, check_url, split_name_version
-from drivers.image.source import HttpSource, Policy, RestartRequired, display
+from drivers.image.source import HttpSource, Policy, RestartRequired
 from providers.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
+from providers.urls import display
 
 GIB = 2**30
 META_SUFFIX = ".json"

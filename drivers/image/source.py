@@ -25,6 +25,7 @@ from providers.errors import (
     ProviderUnreachableError,
     ShoalError,
 )
+from providers.urls import display
 
 if TYPE_CHECKING:
     import hashlib
@@ -46,15 +47,6 @@ class Policy:
     backoff_seconds: float = 0.5  # doubles per retry, capped at 8 s
     connect_timeout_seconds: float = 15.0
     read_timeout_seconds: float = 30.0  # a stall longer than this is a drop
-
-
-def display(url: str) -> str:
-    """A URL safe to print: no user info, no query string, no fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}{parts.path}"
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

@@ -1,0 +1,265 @@
+"""HTTP for the cloud fetchers: JSON GETs and long streams, with bounded retries.
+
+Failures become the typed errors the CLI maps to exit codes: a host that cannot be reached
+or keeps answering 5xx is ProviderUnreachableError (69), throttling that outlasts the retries
+RetryableError (75), 401/403 CredentialsError (77, with the variable to set). A stream that
+drops mid-body resumes with `Range` (guarded by `If-Range`) when the server allows it.
+Messages show URLs without query strings and never contain the secrets given.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from providers.cloud.offers import Progress, no_progress
+from providers.errors import (
+    CredentialsError,
+    NotFoundError,
+    ProviderUnreachableError,
+    RetryableError,
+    ShoalError,
+)
+from providers.urls import display
+
+if TYPE_CHECKING:
+    import httpx
+
+_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    backoff_seconds: float = 0.5
+    max_delay_seconds: float = 8.0
+    connect_timeout_seconds: float = 10.0
+    read_timeout_seconds: float = 60.0
+
+
+class CloudHttp:
+    """One provider's HTTP client. `auth_hint` says how to fix a 401/403 (which variable)."""
+
+    def __init__(
+        self,
+        provider: str,
+        *,
+        auth_hint: str = "",
+        secrets: Sequence[str] = (),
+        policy: RetryPolicy | None = None,
+        client: httpx.Client | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.provider = provider
+        self.auth_hint = auth_hint
+        self.secrets = [s for s in secrets if s]
+        self.policy = policy or RetryPolicy()
+        self._client = client
+        self._sleep = sleep
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            from providers.http import httpx
+
+            self._client = httpx.Client(
+                follow_redirects=True,
+                timeout=httpx.Timeout(
+                    self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
+                ),
+                headers={"User-Agent": "shoal"},
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _where(self, url: str) -> str:
+        return f"{self.provider}: {display(url)}"
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        delay = self.policy.backoff_seconds * (2**attempt)
+        if response is not None:
+            retry_after = response.headers.get("retry-after", "").strip()
+            if retry_after.isdigit():
+                delay = max(delay, float(retry_after))
+        return float(min(self.policy.max_delay_seconds, delay))
+
+    def _fail_status(self, url: str, response: httpx.Response) -> ShoalError:
+        code = response.status_code
+        detail = self._error_detail(response)
+        where = f"{self._where(url)}: HTTP {code}{detail}"
+        if code in (401, 403):
+            return CredentialsError(f"{where}; {self.auth_hint or 'credentials were refused'}")
+        if code == 404:
+            return NotFoundError(f"{where}; check the URL (or its base URL setting)")
+        if code == 429:
+            return RetryableError(
+                f"{where} (throttled) after {self.policy.attempts} attempts; try again later, "
+                "or use --offline for cached data"
+            )
+        if code in _RETRY_STATUS:
+            return ProviderUnreachableError(
+                f"{where} after {self.policy.attempts} attempts; try again later, or use "
+                "--offline for cached data"
+            )
+        return ShoalError(where)
+
+    def _error_detail(self, response: httpx.Response) -> str:
+        """The API's own error message (GCP and Azure send JSON ones), scrubbed, short."""
+        try:
+            response.read()
+            body = json.loads(response.content[:65536] or b"null")
+        except Exception:
+            return ""
+        message: Any = None
+        if isinstance(body, dict):
+            error = body.get("error") or body.get("Error")
+            if isinstance(error, dict):
+                message = error.get("message") or error.get("Message")
+            elif isinstance(error, str):
+                message = error
+            message = message or body.get("message") or body.get("Message")
+        if not isinstance(message, str) or not message.strip():
+            return ""
+        return f" ({self.scrub(' '.join(message.split()))[:200]})"
+
+    def _send(
+        self, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
+        """A response with a 2xx status, after retries; the body is not read yet."""
+        from providers.http import httpx
+
+        last = ""
+        for attempt in range(self.policy.attempts):
+            try:
+                request = self.client().build_request(
+                    "GET", url, params=params, headers=dict(headers or {})
+                )
+                response = self.client().send(request, stream=True)
+            except httpx.TransportError as exc:
+                name = type(exc).__name__
+                last = self.scrub(f"{name}: {exc}" if str(exc) else name)
+                if attempt + 1 < self.policy.attempts:
+                    self._sleep(self._delay(attempt, None))
+                continue
+            if 200 <= response.status_code < 300:
+                return response
+            if response.status_code in _RETRY_STATUS and attempt + 1 < self.policy.attempts:
+                delay = self._delay(attempt, response)
+                response.close()
+                self._sleep(delay)
+                continue
+            error = self._fail_status(url, response)
+            response.close()
+            raise error
+        raise ProviderUnreachableError(
+            f"{self._where(url)}: {last} after {self.policy.attempts} attempts; check the "
+            "network or the base URL, or use --offline for cached data"
+        )
+
+    # -- the two ways to read ------------------------------------------------------------
+
+    def get_json(
+        self,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """GET and decode JSON; a body cut short is retried like a dropped connection."""
+        from providers.http import httpx
+
+        for attempt in range(self.policy.attempts):
+            response = self._send(url, params, headers)
+            try:
+                body = response.read()
+            except httpx.TransportError as exc:
+                response.close()
+                if attempt + 1 < self.policy.attempts:
+                    self._sleep(self._delay(attempt, None))
+                    continue
+                raise ProviderUnreachableError(
+                    f"{self._where(url)}: the connection dropped mid-body ({type(exc).__name__}) "
+                    f"{self.policy.attempts} times; try again later"
+                ) from None
+            finally:
+                response.close()
+            try:
+                return json.loads(body)
+            except ValueError as exc:
+                raise ShoalError(
+                    f"{self._where(url)}: malformed JSON ({self.scrub(str(exc))[:120]}); "
+                    "nothing was cached from it"
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def stream(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        progress: Progress = no_progress,
+        what: str = "",
+        chunk_bytes: int = 1 << 20,
+    ) -> Iterator[bytes]:
+        """The body in chunks. A drop mid-body resumes from the last byte with `Range`
+        (and `If-Range` on the ETag); a server that cannot resume is a clear failure."""
+        from providers.http import httpx
+
+        base = {"Accept-Encoding": "identity", **dict(headers or {})}
+        received = 0
+        total: int | None = None
+        validator = ""
+        drops = 0
+        label = what or display(url)
+        while True:
+            extra = dict(base)
+            if received:
+                extra["Range"] = f"bytes={received}-"
+                if validator:
+                    extra["If-Range"] = validator
+            response = self._send(url, None, extra)
+            try:
+                if received:
+                    if response.status_code != 206 or not validator:
+                        raise ProviderUnreachableError(
+                            f"{self._where(url)}: the connection dropped at byte {received} "
+                            "and the server cannot resume it; try again"
+                        )
+                else:
+                    validator = response.headers.get("etag", "")
+                    length = response.headers.get("content-length", "")
+                    total = int(length) if length.isdigit() else None
+                try:
+                    for chunk in response.iter_raw(chunk_bytes):
+                        received += len(chunk)
+                        progress(received, total, label)
+                        yield chunk
+                except httpx.TransportError as exc:
+                    drops += 1
+                    if drops >= self.policy.attempts:
+                        raise ProviderUnreachableError(
+                            f"{self._where(url)}: the connection dropped {drops} times "
+                            f"({type(exc).__name__}); try again later"
+                        ) from None
+                    self._sleep(self._delay(drops - 1, None))
+                    continue
+            finally:
+                response.close()
+            if total is not None and received < total:
+                raise ProviderUnreachableError(
+                    f"{self._where(url)}: the body ended at byte {received} of {total}; try again"
+                )
+            return

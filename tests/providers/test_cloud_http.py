@@ -1,0 +1,119 @@
+"""CloudHttp against a real loopback server: retries, throttling, drops, typed errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from providers.cloud.http import CloudHttp, RetryPolicy
+from providers.errors import (
+    CredentialsError,
+    NotFoundError,
+    ProviderUnreachableError,
+    RetryableError,
+    ShoalError,
+)
+from tests.providers.apiserver import ApiServer, Reply
+
+FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=5.0)
+
+
+@pytest.fixture
+def api() -> Iterator[ApiServer]:
+    with ApiServer() as server:
+        yield server
+
+
+def http(**kwargs: object) -> CloudHttp:
+    return CloudHttp("testcloud", policy=FAST, **kwargs)  # type: ignore[arg-type]
+
+
+def test_json_after_throttling_and_a_server_error(api: ApiServer) -> None:
+    api.route("/p", lambda q, h: Reply.json({"ok": q.get("x")}))
+    api.fault("/p", "status", status=429, headers={"Retry-After": "0"})
+    api.fault("/p", "status", status=503)
+    assert http().get_json(api.url("/p"), params={"x": "1"}) == {"ok": ["1"]}
+    assert len(api.requests_to("/p")) == 3
+
+
+def test_throttled_past_the_retries_is_retryable(api: ApiServer) -> None:
+    api.route("/p", lambda q, h: Reply.json({}))
+    api.fault("/p", "status", status=429, times=3)
+    with pytest.raises(RetryableError, match="HTTP 429"):
+        http().get_json(api.url("/p"))
+
+
+def test_5xx_past_the_retries_is_unreachable(api: ApiServer) -> None:
+    api.route("/p", lambda q, h: Reply.json({}))
+    api.fault("/p", "status", status=502, times=3)
+    with pytest.raises(ProviderUnreachableError, match="HTTP 502 after 3 attempts"):
+        http().get_json(api.url("/p"))
+
+
+def test_refused_connection_is_unreachable() -> None:
+    with ApiServer() as server:
+        url = server.url("/p")
+    with pytest.raises(ProviderUnreachableError, match=r"testcloud: http://127\.0\.0\.1:\d+/p"):
+        http().get_json(url)
+
+
+def test_credentials_refused_names_the_fix_and_hides_the_key(api: ApiServer) -> None:
+    api.route(
+        "/p",
+        lambda q, h: Reply.json({"error": {"message": "API key sekrit-123 not valid"}}, 403),
+    )
+    with pytest.raises(CredentialsError) as caught:
+        http(auth_hint="set SHOAL_X_KEY", secrets=["sekrit-123"]).get_json(
+            api.url("/p"), params={"key": "sekrit-123"}
+        )
+    message = str(caught.value)
+    assert "SHOAL_X_KEY" in message and "not valid" in message
+    assert "sekrit-123" not in message
+
+
+def test_not_found_and_malformed_json(api: ApiServer) -> None:
+    with pytest.raises(NotFoundError, match="HTTP 404"):
+        http().get_json(api.url("/missing"))
+    api.route("/bad", lambda q, h: Reply(200, b'{"items": [1, 2'))
+    with pytest.raises(ShoalError, match="malformed JSON"):
+        http().get_json(api.url("/bad"))
+
+
+def test_a_json_body_cut_short_is_fetched_again(api: ApiServer) -> None:
+    api.route("/p", lambda q, h: Reply.json({"items": list(range(1000))}))
+    api.fault("/p", "truncate", after=100)
+    assert http().get_json(api.url("/p"))["items"][-1] == 999
+
+
+def test_stream_resumes_after_a_drop_with_range(api: ApiServer) -> None:
+    data = bytes(range(256)) * 4096
+    api.route("/big", data)
+    api.fault("/big", "drop", after=300_000)
+    seen: list[int] = []
+    got = b"".join(
+        http().stream(api.url("/big"), progress=lambda d, t, w: seen.append(d), chunk_bytes=65536)
+    )
+    assert got == data
+    # Resumed from the last byte handed out (a partial chunk in flight is asked again).
+    second = api.requests_to("/big")[1]
+    resumed_at = int(second.headers["range"].removeprefix("bytes=").rstrip("-"))
+    assert 0 < resumed_at <= 300_000
+    assert second.headers["if-range"].startswith('"')
+    assert seen[-1] == len(data)
+
+
+def test_stream_dropped_before_any_byte_starts_over(api: ApiServer) -> None:
+    data = b"y" * 200_000
+    api.route("/big", lambda q, h: Reply(200, data))
+    api.fault("/big", "drop", after=1000)
+    assert b"".join(http().stream(api.url("/big"))) == data
+    assert "range" not in api.requests_to("/big")[1].headers
+
+
+def test_stream_that_cannot_resume_fails_clearly(api: ApiServer) -> None:
+    data = b"x" * 200_000
+    api.route("/big", lambda q, h: Reply(200, data))  # no ETag, no ranges
+    api.fault("/big", "drop", after=1000)
+    with pytest.raises(ProviderUnreachableError, match="cannot resume"):
+        b"".join(http().stream(api.url("/big"), chunk_bytes=256))
