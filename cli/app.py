@@ -60,6 +60,7 @@ COMMANDS: dict[str, str] = {
     "task": "cli.commands.alloc:task",
     "drivers": "cli.commands.alloc:drivers",
     "image": "cli.commands.image:app",
+    "catalog": "cli.commands.catalog_admin:app",
 }
 _GLOBAL_VALUED = ("--home", "--config")
 

@@ -58,6 +58,50 @@ def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | No
         yield update
 
 
+def fetch_progress() -> Callable[[int, int | None, str], None]:
+    """Progress of provider downloads: a bar per file on stderr when it is a terminal.
+
+    The bar starts on the first report (cached answers show nothing) and is removed when
+    the process ends.
+    """
+    if not sys.stderr.isatty():
+        return lambda done, total, what: None
+    bars: dict[str, Any] = {}
+
+    def update(done: int, total: int | None, what: str) -> None:
+        if "progress" not in bars:
+            import atexit
+
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            progress.start()
+            atexit.register(progress.stop)
+            bars["progress"] = progress
+        progress = bars["progress"]
+        if what not in bars:
+            bars[what] = progress.add_task(what, total=total)
+        progress.update(bars[what], completed=done, total=total)
+
+    return update
+
+
 def short_time(stamp: str | None) -> str | None:
     """`2026-11-30T07:34:53.388540Z` -> `2026-11-30 07:34:53` for narrow tables."""
     return stamp[:19].replace("T", " ") if stamp else None

@@ -16,6 +16,27 @@ def settings() -> Settings:
     return Settings.from_env()
 
 
+def with_freshness(
+    settings_: Settings, refresh: bool, offline: bool, max_age: str | None
+) -> Settings:
+    """Settings carrying --refresh/--offline/--max-age, and stderr for warnings and progress."""
+    from cli import output
+    from providers.errors import UsageError
+    from providers.settings import Freshness
+    from providers.timeutil import parse_duration
+
+    if refresh and offline:
+        raise UsageError("--refresh and --offline contradict each other; give one of them")
+    settings_.freshness = Freshness(
+        refresh=refresh,
+        offline=offline,
+        max_age=parse_duration(max_age, "--max-age") if max_age else None,
+    )
+    settings_.warn = output.warn
+    settings_.progress = output.fetch_progress()
+    return settings_
+
+
 def catalog(provider: str, settings_: Settings) -> Catalog:
     from providers.catalog import new_catalog
 

@@ -44,6 +44,9 @@ _REGISTRY: LazyRegistry[Factory] = LazyRegistry(
     "shoal.providers",
     {
         "local": "providers.local.catalog:LocalCatalog.from_settings",
+        "aws": "providers.cloud.factories:aws",
+        "azure": "providers.cloud.factories:azure",
+        "gcp": "providers.cloud.factories:gcp",
     },
 )
 

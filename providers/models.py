@@ -121,8 +121,23 @@ class ResourcePricingItem:
 
 @dataclass
 class ResourcePricing:
+    """The spec's ResourcePricing, plus where its numbers come from (all omitempty, so the
+    spec's own fields read the same): the provider, the currency, `asOf` (when the data was
+    fetched), `source`, `stale` (older than the provider's TTL), `notes` (what is missing
+    and why), for predictions `kind` (observed | forecast) and `method`, and `error` when a
+    provider of a multi-provider query failed."""
+
     region: RegionSpec = field(default_factory=RegionSpec)
     items: dict[str, ResourcePricingItem] = field(default_factory=dict)
+    provider: str = field(omitempty=True, default="")
+    currency: str = field(omitempty=True, default="")
+    as_of: datetime | None = field("asOf", omitempty=True, default=None)
+    source: str = field(omitempty=True, default="")
+    stale: bool = field(omitempty=True, default=False)
+    notes: list[str] = field(omitempty=True, default_factory=list)
+    kind: str = field(omitempty=True, default="")
+    method: str = field(omitempty=True, default="")
+    error: str = field(omitempty=True, default="")
 
 
 def selector_record(spec: InstanceTypeSpec, **extra: Any) -> dict[str, Any]:

@@ -7,8 +7,10 @@ Every environment variable is a named constant here; the CLI shows each in `--he
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,14 +140,39 @@ def config_section(config: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return dict(node)
 
 
+@dataclass(frozen=True)
+class Freshness:
+    """How cached provider data may be used: the CLI's --refresh, --offline and --max-age."""
+
+    refresh: bool = False  # fetch now, even when the cache is fresh
+    offline: bool = False  # never fetch; cached data only
+    max_age: timedelta | None = None  # refuse cached data older than this
+
+
+def _warn_to_stderr(message: str) -> None:
+    print(f"shoal: warning: {message}", file=sys.stderr)
+
+
+def _no_progress(done: int, total: int | None, what: str) -> None:
+    pass
+
+
 @dataclass
 class Settings:
-    """Everything a provider factory may use: paths, config, environment, wired sources."""
+    """Everything a provider factory may use: paths, config, environment, wired sources.
+
+    `warn` and `progress` are how a provider reports to the user (the CLI wires them to
+    stderr); providers never print themselves.
+    """
 
     paths: Paths
     config: dict[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     allocations: AllocationSource | None = None
+    freshness: Freshness = field(default_factory=Freshness)
+    warn: Callable[[str], None] = _warn_to_stderr
+    # (bytes so far, total bytes if known, what is being fetched)
+    progress: Callable[[int, int | None, str], None] = _no_progress
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

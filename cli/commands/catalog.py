@@ -18,6 +18,30 @@ ProviderOpt = Annotated[
     str,
     typer.Option("--provider", "-p", envvar=ENV_PROVIDER, help="Catalog provider to ask."),
 ]
+ProvidersOpt = Annotated[
+    str,
+    typer.Option(
+        "--provider",
+        "-p",
+        envvar=ENV_PROVIDER,
+        help="Catalog provider(s) to ask; comma-separate to compare, e.g. aws,azure,gcp.",
+    ),
+]
+RefreshOpt = Annotated[
+    bool, typer.Option("--refresh", help="Fetch provider data now, even if the cache is fresh.")
+]
+OfflineOpt = Annotated[
+    bool, typer.Option("--offline", help="Never fetch: answer from the cache only.")
+]
+MaxAgeOpt = Annotated[
+    str | None,
+    typer.Option("--max-age", help="Refuse cached data older than this (e.g. 6h, 2d)."),
+]
+SortOpt = Annotated[
+    str | None,
+    typer.Option("--sort", help="Sort by a selector key; prefix '-' for descending."),
+]
+LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Show at most N rows.")]
 RegionOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -39,18 +63,38 @@ EndOpt = Annotated[
 ]
 
 
-def _catalog(ctx: typer.Context, provider: str) -> "Catalog":
+def _catalog(
+    ctx: typer.Context,
+    provider: str,
+    refresh: bool = False,
+    offline: bool = False,
+    max_age: str | None = None,
+) -> "Catalog":
     from cli import wiring
 
-    return wiring.catalog(provider, state(ctx).settings())
+    return wiring.catalog(
+        provider, wiring.with_freshness(state(ctx).settings(), refresh, offline, max_age)
+    )
 
 
 def _regions(catalog: "Catalog", names: list[str] | None) -> "list[RegionSpec | None]":
+    """None: the provider's default set; 'all': every region the provider lists."""
     from providers.models import RegionSpec
 
-    if not names or "all" in names:
+    if not names:
         return [None]
+    if "all" in names:
+        return list(catalog.list_regions())
     return [RegionSpec(name=n) for n in names]
+
+
+def _provider_names(provider: str) -> list[str]:
+    names = list(dict.fromkeys(n.strip() for n in provider.split(",") if n.strip()))
+    if not names:
+        from providers.errors import UsageError
+
+        raise UsageError("--provider is empty; name one, e.g. --provider local")
+    return names
 
 
 def _options(
@@ -73,12 +117,16 @@ def _options(
 
 
 def regions(
-    ctx: typer.Context, provider: ProviderOpt = DEFAULT_PROVIDER, as_json: JsonOpt = False
+    ctx: typer.Context,
+    provider: ProviderOpt = DEFAULT_PROVIDER,
+    refresh: RefreshOpt = False,
+    offline: OfflineOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """List the provider's regions."""
     from providers.wire import to_wire
 
-    found = _catalog(ctx, provider).list_regions()
+    found = _catalog(ctx, provider, refresh, offline).list_regions()
     if as_json:
         output.emit_json(to_wire(found))
         return
@@ -94,13 +142,11 @@ def types(
     provider: ProviderOpt = DEFAULT_PROVIDER,
     region: RegionOpt = None,
     select: SelectOpt = None,
-    sort: Annotated[
-        str | None,
-        typer.Option("--sort", help="Sort by a selector key; prefix '-' for descending."),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most N rows.")
-    ] = None,
+    sort: SortOpt = None,
+    limit: LimitOpt = None,
+    refresh: RefreshOpt = False,
+    offline: OfflineOpt = False,
+    max_age: MaxAgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List instance types (vCPUs, memory, GPUs) of the provider."""
@@ -108,7 +154,7 @@ def types(
     from providers.models import selector_record
     from providers.wire import to_wire
 
-    catalog = _catalog(ctx, provider)
+    catalog = _catalog(ctx, provider, refresh, offline, max_age)
     chosen = selectors.parse(select or [])
     _refuse_price_keys(chosen, sort)
     found = []
@@ -172,8 +218,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def _gather(
-    ctx: typer.Context,
-    provider: str,
+    catalog: "Catalog",
     region: list[str] | None,
     select: list[str] | None,
     start: str | None,
@@ -181,22 +226,22 @@ def _gather(
     listing: Callable[["Catalog", "ResourceListOptions"], list[Any]],
     predicting: Callable[["Catalog", "ResourceListOptions"], dict[str, Any]],
 ) -> tuple[bool, Any]:
-    """Ask every chosen region: a list now, or (with --start/--end) a map of timestamps."""
-    if end is not None and start is None:
-        from providers.errors import UsageError
+    """Ask every chosen region: a list now, or (with --start/--end) the spec's map of
+    timestamps, which is one region's answer."""
+    from providers.errors import UsageError
 
+    if end is not None and start is None:
         raise UsageError("--end needs --start; give the window's start too")
-    catalog = _catalog(ctx, provider)
     windowed = start is not None
-    results: Any = {} if windowed else []
-    for r in _regions(catalog, region):
-        opts = _options(r, select, start, end)
-        if windowed:
-            for at, item in predicting(catalog, opts).items():
-                results.setdefault(at, item)  # one region per provider so far: local
-        else:
-            results.extend(listing(catalog, opts))
-    return windowed, results
+    chosen = _regions(catalog, region)
+    if windowed:
+        if len(chosen) != 1:
+            raise UsageError("a window (--start/--end) is for one region; give one --region")
+        return True, predicting(catalog, _options(chosen[0], select, start, end))
+    results: list[Any] = []
+    for r in chosen:
+        results.extend(listing(catalog, _options(r, select, start, end)))
+    return False, results
 
 
 def resources(
@@ -212,8 +257,7 @@ def resources(
     from providers.wire import to_wire
 
     windowed, results = _gather(
-        ctx,
-        provider,
+        _catalog(ctx, provider),
         region,
         select,
         start,
@@ -241,45 +285,46 @@ def resources(
 
 def pricing(
     ctx: typer.Context,
-    provider: ProviderOpt = DEFAULT_PROVIDER,
+    provider: ProvidersOpt = DEFAULT_PROVIDER,
     region: RegionOpt = None,
     select: SelectOpt = None,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort",
+            help="Sort rows by price, spot_price, scheduled_price, name, region or provider; "
+            "prefix '-' for descending.",
+        ),
+    ] = None,
+    limit: LimitOpt = None,
     start: StartOpt = None,
     end: EndOpt = None,
+    refresh: RefreshOpt = False,
+    offline: OfflineOpt = False,
+    max_age: MaxAgeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show hourly prices per instance type: on-demand, spot and scheduled (USD)."""
-    from providers.wire import to_wire
+    """Show hourly prices per instance type: on-demand, spot and scheduled, with the currency
+    and the time the data was fetched. Several providers (aws,azure,gcp) share one table; one
+    that fails is reported on stderr and as an `error` entry in the JSON."""
+    from cli.pricing_view import gather_pricing, render_pricing
 
-    windowed, results = _gather(
-        ctx,
-        provider,
-        region,
-        select,
-        start,
-        end,
-        lambda catalog, opts: catalog.list_pricing(opts),
-        lambda catalog, opts: catalog.list_pricing_predictions(opts),
+    names = _provider_names(provider)
+    if len(names) > 1 and start is not None:
+        from providers.errors import UsageError
+
+        raise UsageError("a window (--start/--end) is for one provider; give one --provider")
+    windowed, results, failed = gather_pricing(
+        names,
+        lambda name: _catalog(ctx, name, refresh, offline, max_age),
+        lambda catalog: _gather(
+            catalog,
+            region,
+            select,
+            start,
+            end,
+            lambda c, opts: c.list_pricing(opts),
+            lambda c, opts: c.list_pricing_predictions(opts),
+        ),
     )
-    if as_json:
-        output.emit_json(to_wire(results))
-        return
-    entries = list(results.items()) if windowed else [(None, p) for p in results]
-    rows = [
-        [
-            *([at] if windowed else []),
-            p.region.name,
-            name,
-            item.on_demand_price,
-            item.spot_price,
-            item.scheduled_price,
-        ]
-        for at, p in entries
-        for name, item in sorted(p.items.items())
-    ]
-    columns = ["Region", "Type", "On-demand $/h", "Spot $/h", "Scheduled $/h"]
-    output.table(f"{provider} pricing", ["At", *columns] if windowed else columns, rows)
-    if any(all(v is None for v in row[-3:]) for row in rows):
-        output.message(
-            "— = no price known; for the local provider, set [local.pricing] in the config file"
-        )
+    render_pricing(windowed, results, failed, sort, limit, as_json)

@@ -1,0 +1,123 @@
+"""`pricing` across providers: ask each, keep going past failures, render one table or JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cli import output
+
+if TYPE_CHECKING:
+    from providers.catalog import Catalog
+    from providers.models import ResourcePricing
+
+
+def gather_pricing(
+    names: Sequence[str],
+    make_catalog: Callable[[str], Catalog],
+    ask: Callable[[Catalog], tuple[bool, Any]],
+) -> tuple[bool, Any, list[ResourcePricing]]:
+    """(windowed, results, failed providers). With one provider its error propagates; with
+    several, a failing one becomes an `error` entry unless every one failed."""
+    from providers.errors import ShoalError
+    from providers.models import ResourcePricing
+
+    results: list[ResourcePricing] = []
+    failed: list[ResourcePricing] = []
+    errors: list[ShoalError] = []
+    for name in names:
+        try:
+            windowed, got = ask(make_catalog(name))
+        except ShoalError as exc:
+            if len(names) == 1:
+                raise
+            output.warn(f"{name}: {exc}")
+            failed.append(ResourcePricing(provider=name, error=str(exc)))
+            errors.append(exc)
+            continue
+        if windowed:
+            return True, got, []
+        for pricing in got:
+            pricing.provider = pricing.provider or name
+        results.extend(got)
+    if errors and not results:
+        raise errors[0]
+    return False, results, failed
+
+
+def render_pricing(
+    windowed: bool,
+    results: Any,
+    failed: list[ResourcePricing],
+    sort: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    from providers.compare import flatten, regroup, sort_rows
+    from providers.wire import format_time, to_wire
+
+    if windowed:
+        if as_json:
+            output.emit_json(to_wire(results))
+            return
+        rows = [
+            [at, p.region.name, p.kind or None, name, *_prices(item)]
+            for at, p in results.items()
+            for name, item in sorted(p.items.items())
+        ]
+        columns = ["At", "Region", "Kind", "Type", "On-demand /h", "Spot /h", "Scheduled /h"]
+        output.table("pricing", columns, rows)
+        methods = sorted({p.method for p in results.values() if p.method})
+        if methods:
+            output.message(f"forecast method: {', '.join(methods)} (see README 'Forecasts')")
+        return
+    flat = flatten(results)
+    if sort:
+        flat = sort_rows(flat, sort)
+    if limit is not None:
+        flat = flat[:limit]
+    if as_json:
+        data = regroup(flat, failed) if (sort or limit) else [*results, *failed]
+        output.emit_json(to_wire(data))
+        return
+    table_rows = [
+        [
+            row.pricing.provider,
+            row.pricing.region.name,
+            row.instance_type,
+            *_prices(row.item),
+            row.pricing.currency or "USD",
+            output.short_time(format_time(row.pricing.as_of)) if row.pricing.as_of else None,
+        ]
+        for row in flat
+    ]
+    columns = [
+        "Provider",
+        "Region",
+        "Type",
+        "On-demand /h",
+        "Spot /h",
+        "Scheduled /h",
+        "Currency",
+        "As of (UTC)",
+    ]
+    output.table("pricing", columns, table_rows)
+    _notes(results)
+    if any(r.pricing.provider == "local" and all(v is None for v in _prices(r.item)) for r in flat):
+        output.message(
+            "— = no price known; for the local provider, set [local.pricing] in the config file"
+        )
+
+
+def _prices(item: Any) -> list[float | None]:
+    return [item.on_demand_price, item.spot_price, item.scheduled_price]
+
+
+def _notes(results: Sequence[ResourcePricing]) -> None:
+    """Each provider's notes once (what is missing and why), and the stale regions."""
+    seen: set[tuple[str, str]] = set()
+    for pricing in results:
+        for note in pricing.notes:
+            if (pricing.provider, note) not in seen:
+                seen.add((pricing.provider, note))
+                output.message(f"{pricing.provider}: {note}")

@@ -1,0 +1,250 @@
+"""The cloud catalogs' cache: one SQLite file with the latest snapshot of every provider
+region, the provider's region list, and every refresh kept as price history.
+
+A refresh replaces a region's rows in one transaction, so a refresh that fails half-way
+(a dropped connection, a malformed payload, Ctrl-C) leaves the previous data untouched.
+SQLite is chosen for query speed: a warm `pricing --region all` reads indexed rows without
+parsing a file, and history queries are range scans.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from providers.cloud.offers import Offer, Snapshot
+from providers.errors import ShoalError
+from providers.models import RegionSpec
+
+SCHEMA_VERSION = 1
+HistoryRow = tuple[str, str, float, float | None, float | None, float | None]
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS region_list(
+    provider TEXT NOT NULL, name TEXT NOT NULL, location TEXT NOT NULL, zones TEXT NOT NULL,
+    fetched_at REAL NOT NULL, PRIMARY KEY(provider, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshot(
+    provider TEXT NOT NULL, region TEXT NOT NULL, fetched_at REAL NOT NULL,
+    source TEXT NOT NULL, currency TEXT NOT NULL, notes TEXT NOT NULL,
+    PRIMARY KEY(provider, region)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS offer(
+    provider TEXT NOT NULL, region TEXT NOT NULL, instance_type TEXT NOT NULL,
+    vcpus REAL NOT NULL, memory_gib REAL NOT NULL, arch TEXT NOT NULL, gpu TEXT NOT NULL,
+    gpu_count INTEGER NOT NULL, gpu_memory_gib REAL NOT NULL,
+    on_demand REAL, spot REAL, scheduled REAL,
+    PRIMARY KEY(provider, region, instance_type)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history(
+    provider TEXT NOT NULL, region TEXT NOT NULL, instance_type TEXT NOT NULL,
+    observed_at REAL NOT NULL, on_demand REAL, spot REAL, scheduled REAL,
+    PRIMARY KEY(provider, region, instance_type, observed_at)) WITHOUT ROWID;
+"""
+_OFFER_COLUMNS = (
+    "instance_type, vcpus, memory_gib, arch, gpu, gpu_count, gpu_memory_gib, "
+    "on_demand, spot, scheduled"
+)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """Where and when a region's cached data came from."""
+
+    provider: str
+    region: str
+    fetched_at: datetime
+    source: str
+    currency: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One instance type's prices as one refresh saw them."""
+
+    instance_type: str
+    observed_at: datetime
+    on_demand: float | None
+    spot: float | None
+    scheduled: float | None
+
+
+def _ts(at: datetime) -> float:
+    return at.timestamp()
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _offer(row: tuple[object, ...]) -> Offer:
+    return Offer(*row)  # type: ignore[arg-type]  # columns are in Offer's field order
+
+
+class CatalogCache:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise ShoalError(
+                    f"catalog cache {path} has schema version {version}, this shoal knows "
+                    f"{SCHEMA_VERSION}; remove the file (it is only a cache) or upgrade shoal"
+                )
+        except sqlite3.DatabaseError as exc:
+            raise ShoalError(
+                f"catalog cache {path} is unreadable ({exc}); remove it (and its -wal/-shm "
+                "files): it is only a cache and will be fetched again"
+            ) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- writing -------------------------------------------------------------------------
+
+    def save(self, snapshot: Snapshot) -> None:
+        """Replace the region's data with the snapshot and append it to the history."""
+        at = _ts(snapshot.fetched_at)
+        rows = [
+            (
+                snapshot.provider,
+                snapshot.region,
+                o.instance_type,
+                o.vcpus,
+                o.memory_gib,
+                o.arch,
+                o.gpu,
+                o.gpu_count,
+                o.gpu_memory_gib,
+                o.on_demand,
+                o.spot,
+                o.scheduled,
+            )
+            for o in snapshot.offers.values()
+        ]
+        with self._write() as db:
+            db.execute(
+                "DELETE FROM offer WHERE provider = ? AND region = ?",
+                (snapshot.provider, snapshot.region),
+            )
+            db.executemany(f"INSERT INTO offer VALUES ({', '.join('?' * 12)})", rows)
+            db.execute(
+                "INSERT OR REPLACE INTO snapshot VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    snapshot.provider,
+                    snapshot.region,
+                    at,
+                    snapshot.source,
+                    snapshot.currency,
+                    json.dumps(snapshot.notes),
+                ),
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO history VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(r[0], r[1], r[2], at, r[9], r[10], r[11]) for r in rows],
+            )
+
+    def save_regions(self, provider: str, regions: list[RegionSpec], fetched_at: datetime) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM region_list WHERE provider = ?", (provider,))
+            db.executemany(
+                "INSERT INTO region_list VALUES (?, ?, ?, ?, ?)",
+                [
+                    (provider, r.name, r.location, json.dumps(r.zones), _ts(fetched_at))
+                    for r in regions
+                ],
+            )
+
+    # -- reading -------------------------------------------------------------------------
+
+    def regions(self, provider: str) -> tuple[list[RegionSpec], datetime | None]:
+        rows = self._db.execute(
+            "SELECT name, location, zones, fetched_at FROM region_list WHERE provider = ? "
+            "ORDER BY name",
+            (provider,),
+        ).fetchall()
+        if not rows:
+            return [], None
+        specs = [RegionSpec(name=n, zones=json.loads(z), location=loc) for n, loc, z, _ in rows]
+        return specs, _dt(min(r[3] for r in rows))
+
+    def snapshots(self, provider: str) -> dict[str, SnapshotInfo]:
+        rows = self._db.execute(
+            "SELECT region, fetched_at, source, currency, notes FROM snapshot "
+            "WHERE provider = ? ORDER BY region",
+            (provider,),
+        ).fetchall()
+        return {
+            region: SnapshotInfo(provider, region, _dt(at), source, currency, tuple(json.loads(n)))
+            for region, at, source, currency, n in rows
+        }
+
+    def offers(self, provider: str, region: str) -> list[Offer]:
+        rows = self._db.execute(
+            f"SELECT {_OFFER_COLUMNS} FROM offer WHERE provider = ? AND region = ? "
+            "ORDER BY instance_type",
+            (provider, region),
+        ).fetchall()
+        return [_offer(row) for row in rows]
+
+    def history(
+        self,
+        provider: str,
+        region: str,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> list[Observation]:
+        """Observed prices, oldest first, optionally within [start, end]."""
+        sql = (
+            "SELECT instance_type, observed_at, on_demand, spot, scheduled FROM history "
+            "WHERE provider = ? AND region = ?"
+        )
+        args: list[object] = [provider, region]
+        if start is not None:
+            sql += " AND observed_at >= ?"
+            args.append(_ts(start))
+        if end is not None:
+            sql += " AND observed_at <= ?"
+            args.append(_ts(end))
+        rows = self._db.execute(sql + " ORDER BY observed_at, instance_type", args).fetchall()
+        return [Observation(t, _dt(at), od, spot, sch) for t, at, od, spot, sch in rows]
+
+    def history_rows(self, provider: str) -> Iterable[HistoryRow]:
+        """(region, type, observed_at epoch seconds, on-demand, spot, scheduled), in order."""
+        return self._db.execute(
+            "SELECT region, instance_type, observed_at, on_demand, spot, scheduled FROM history "
+            "WHERE provider = ? ORDER BY region, observed_at, instance_type",
+            (provider,),
+        )
+
+    def history_count(self, provider: str) -> int:
+        row = self._db.execute("SELECT count(*) FROM history WHERE provider = ?", (provider,))
+        return int(row.fetchone()[0])
+
+    def add_history(self, provider: str, rows: Iterable[HistoryRow]) -> int:
+        """Merge observations (region, type, observed_at, on_demand, spot, scheduled)."""
+        with self._write() as db:
+            before = db.total_changes
+            db.executemany(
+                "INSERT OR IGNORE INTO history VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ((provider, *row) for row in rows),
+            )
+            return db.total_changes - before

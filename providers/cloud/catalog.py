@@ -1,0 +1,317 @@
+"""The Catalog of a public cloud, answered from the cache and refreshed through a fetcher.
+
+Freshness rules (the provider's TTL is `[provider] ttl_hours`, default 24):
+- fresh data is served from the cache without touching the network;
+- data past its TTL is refreshed; if that refresh fails, the old data is served with a
+  warning that says how old it is (and `stale` in the JSON);
+- `--refresh` fetches now and fails (old data intact) when the fetch fails;
+- `--offline` never fetches; `--max-age` refuses cached data older than it.
+Without `--region`, the regions already cached are answered, or the provider's default
+region when nothing is cached yet; `--region all` asks every region (which may download a
+lot the first time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from providers.cloud import config
+from providers.cloud.cache import CatalogCache, SnapshotInfo
+from providers.cloud.offers import Fetcher, Offer
+from providers.errors import ShoalError, UsageError
+from providers.models import (
+    InstanceTypeSpec,
+    RegionSpec,
+    Resource,
+    ResourceListOptions,
+    ResourcePricing,
+    ResourcePricingItem,
+    Selector,
+    selector_record,
+)
+from providers.regions import check_region
+from providers.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from providers.settings import Settings
+
+CACHE_FILE = "catalog.sqlite"
+
+
+def human_age(age: timedelta) -> str:
+    seconds = int(age.total_seconds())
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def open_cache(settings: Settings) -> CatalogCache:
+    directory = settings.paths.ensure_dir(settings.paths.cache_dir)
+    return CatalogCache(directory / CACHE_FILE)
+
+
+class CloudCatalog:
+    def __init__(
+        self,
+        provider: str,
+        settings: Settings,
+        fetcher: Callable[[], Fetcher],
+        default_region: str,
+    ) -> None:
+        self._provider = provider
+        self.settings = settings
+        self.freshness = settings.freshness
+        self.ttl = config.ttl(settings, provider)
+        self.default_region = str(
+            config.setting(settings, provider, "default_region", "", default_region)
+        )
+        self.cache = open_cache(settings)
+        self._make_fetcher = fetcher
+        self._fetcher: Fetcher | None = None
+        self._warned: set[str] = set()
+        self._failed: set[str] = set()
+
+    def provider(self) -> str:
+        return self._provider
+
+    def fetcher(self) -> Fetcher:
+        if self._fetcher is None:
+            self._fetcher = self._make_fetcher()
+        return self._fetcher
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.settings.warn(message)
+
+    # -- regions -------------------------------------------------------------------------
+
+    def list_regions(self) -> list[RegionSpec]:
+        cached, fetched_at = self.cache.regions(self._provider)
+        now = utcnow()
+        if self.freshness.offline:
+            have = self.cache.snapshots(self._provider)
+            if not have:
+                raise ShoalError(_NOTHING_OFFLINE.format(provider=self._provider))
+            known = {r.name: r for r in cached}
+            return [known.get(name, RegionSpec(name=name)) for name in have]
+        fresh = fetched_at is not None and now - fetched_at <= self.ttl
+        if cached and fresh and not self.freshness.refresh:
+            return cached
+        try:
+            regions = self.fetcher().list_regions()
+        except ShoalError as exc:
+            if not cached or self.freshness.refresh:
+                raise
+            age = human_age(now - fetched_at) if fetched_at else "?"
+            self._warn_once(
+                "regions",
+                f"{self._provider}: could not refresh the region list ({exc}); using the one "
+                f"from {age} ago",
+            )
+            return cached
+        regions.sort(key=lambda r: r.name)
+        self.cache.save_regions(self._provider, regions, now)
+        return regions
+
+    def _known_region_names(self) -> list[str]:
+        if self.freshness.offline:
+            cached, _ = self.cache.regions(self._provider)
+            names = sorted({r.name for r in cached} | set(self.cache.snapshots(self._provider)))
+            if not names:
+                raise ShoalError(_NOTHING_OFFLINE.format(provider=self._provider))
+            return names
+        return [r.name for r in self.list_regions()]
+
+    def chosen_regions(self, region: RegionSpec | None) -> list[str]:
+        """The region asked for (checked), or the default set when none is named."""
+        if region is not None and region.name:
+            return [check_region(self._provider, region.name, self._known_region_names())]
+        cached = list(self.cache.snapshots(self._provider))
+        if cached:
+            return cached
+        return [check_region(self._provider, self.default_region, self._known_region_names())]
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def snapshot(self, region: str) -> tuple[SnapshotInfo, list[Offer], bool]:
+        """The region's cached data, refreshed as the freshness rules say; and its staleness."""
+        info = self.cache.snapshots(self._provider).get(region)
+        now = utcnow()
+        due = info is None or self.freshness.refresh or now - info.fetched_at > self.ttl
+        if due and not self.freshness.offline and region not in self._failed:
+            try:
+                snap = self.fetcher().fetch_region(region, self.settings.progress)
+            except ShoalError as exc:
+                if info is None or self.freshness.refresh:
+                    raise
+                self._failed.add(region)  # once per run: the old data is what we have
+                self._warn_once(
+                    f"refresh {region}",
+                    f"{self._provider} {region}: refresh failed ({exc}); serving prices "
+                    f"fetched {human_age(now - info.fetched_at)} ago",
+                )
+            else:
+                if snap.currency != "USD":
+                    raise ShoalError(
+                        f"{self._provider} {region}: prices are in {snap.currency}, shoal "
+                        "compares USD only; point the base URL at a USD price list"
+                    )
+                self.cache.save(snap)
+                info = self.cache.snapshots(self._provider)[region]
+        if info is None:
+            raise ShoalError(
+                f"{self._provider} {region}: nothing cached and --offline forbids fetching; "
+                "run without --offline, or load a shared catalog with `shoal catalog import`"
+            )
+        age = now - info.fetched_at
+        if self.freshness.max_age is not None and age > self.freshness.max_age:
+            raise ShoalError(
+                f"{self._provider} {region}: cached prices are {human_age(age)} old, older than "
+                f"--max-age {human_age(self.freshness.max_age)}; refresh them (without --offline)"
+            )
+        stale = age > self.ttl
+        if stale:
+            self._warn_once(
+                f"stale {region}",
+                f"{self._provider} {region}: prices are {human_age(age)} old (TTL "
+                f"{human_age(self.ttl)}); --refresh fetches new ones",
+            )
+        return info, self.cache.offers(self._provider, region), stale
+
+    # -- the Catalog interface -----------------------------------------------------------
+
+    def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
+        out: list[InstanceTypeSpec] = []
+        for name in self.chosen_regions(region):
+            _, offers, _ = self.snapshot(name)
+            out.extend(_spec(o, name) for o in offers)
+        return out
+
+    def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
+        selectors = opts.filter.resource_selectors if opts.filter else []
+        out: list[ResourcePricing] = []
+        for name in self.chosen_regions(opts.region):
+            info, offers, stale = self.snapshot(name)
+            items = {}
+            for offer in offers:
+                if selectors and not _matches(selectors, offer, name, self._provider):
+                    continue
+                items[offer.instance_type] = ResourcePricingItem(
+                    on_demand_price=offer.on_demand,
+                    spot_price=offer.spot,
+                    scheduled_price=offer.scheduled,
+                )
+            out.append(_pricing(info, items, stale))
+        return out
+
+    def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
+        """Observed prices in [start, end] from the history, and a forecast for the part of
+        the window after the latest observation (see providers/cloud/forecast.py)."""
+        from providers.cloud import forecast
+        from providers.wire import format_time
+
+        start = opts.start_time
+        if start is None:
+            raise UsageError("a price window needs --start")
+        end = opts.end_time or start
+        if end < start:
+            raise UsageError("--end is before --start; give a window that moves forward")
+        names = self.chosen_regions(opts.region)
+        if len(names) != 1:
+            raise UsageError(
+                f"{self._provider}: a price window is for one region; add --region NAME"
+            )
+        name = names[0]
+        info, offers, stale = self.snapshot(name)  # refreshes first, as a new observation
+        wanted = {o.instance_type: o for o in offers}
+        selectors = opts.filter.resource_selectors if opts.filter else []
+        if selectors:
+            wanted = {
+                k: o for k, o in wanted.items() if _matches(selectors, o, name, self._provider)
+            }
+        out: dict[str, ResourcePricing] = {}
+        history = [h for h in self.cache.history(self._provider, name) if h.instance_type in wanted]
+        for obs in history:
+            if not start <= obs.observed_at <= end:
+                continue
+            point = out.setdefault(
+                format_time(obs.observed_at), _pricing(info, {}, stale, kind="observed")
+            )
+            point.as_of = obs.observed_at
+            point.items[obs.instance_type] = ResourcePricingItem(
+                on_demand_price=obs.on_demand, spot_price=obs.spot, scheduled_price=obs.scheduled
+            )
+        latest = info.fetched_at
+        for at in sorted({start, end}):
+            if at <= latest:
+                continue
+            prices, method = forecast.forecast(history, at)
+            point = _pricing(info, {}, stale, kind="forecast")
+            point.method = method
+            point.items = {
+                k: ResourcePricingItem(on_demand_price=od, spot_price=sp, scheduled_price=sc)
+                for k, (od, sp, sc) in prices.items()
+            }
+            out[format_time(at)] = point
+        return dict(sorted(out.items()))
+
+    def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
+        raise UsageError(_NO_RESOURCES.format(provider=self._provider))
+
+    def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
+        raise UsageError(_NO_RESOURCES.format(provider=self._provider))
+
+
+_NOTHING_OFFLINE = (
+    "{provider}: nothing cached and --offline forbids fetching; run once without --offline, "
+    "or load a shared catalog with `shoal catalog import`"
+)
+_NO_RESOURCES = (
+    "{provider} publishes prices and instance types, not free capacity; use `shoal pricing` "
+    "or `shoal types` (capacity views come from the local and kubernetes providers)"
+)
+
+
+def _spec(offer: Offer, region: str) -> InstanceTypeSpec:
+    return InstanceTypeSpec(
+        name=offer.instance_type,
+        vcpus=offer.vcpus,
+        memory_gib=offer.memory_gib,
+        arch=offer.arch,
+        gpu=offer.gpu,
+        gpu_count=offer.gpu_count,
+        gpu_memory_gib=offer.gpu_memory_gib,
+        region=region,
+    )
+
+
+def _matches(selectors: list[Selector], offer: Offer, region: str, provider: str) -> bool:
+    from providers import selectors as sel
+
+    record = selector_record(
+        _spec(offer, region), provider=provider, price=offer.on_demand, spot_price=offer.spot
+    )
+    return sel.matches(selectors, record)
+
+
+def _pricing(
+    info: SnapshotInfo, items: dict[str, ResourcePricingItem], stale: bool, kind: str = ""
+) -> ResourcePricing:
+    return ResourcePricing(
+        region=RegionSpec(name=info.region),
+        items=items,
+        provider=info.provider,
+        currency=info.currency,
+        as_of=info.fetched_at,
+        source=info.source,
+        stale=stale,
+        notes=list(info.notes),
+        kind=kind,
+    )

@@ -1,0 +1,290 @@
+"""CloudCatalog over a real SQLite cache: freshness, failures that keep the old data,
+offline use, region checks, history windows with forecasts, export and import.
+
+The network side is a scripted fetcher here (each provider's real fetcher is tested against
+a loopback server in tests/providers/<provider>/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.cloud import forecast, share
+from providers.cloud.catalog import CloudCatalog
+from providers.cloud.offers import Offer, Progress, Snapshot
+from providers.errors import ProviderUnreachableError, ShoalError, UsageError
+from providers.models import ListResourceFilter, RegionSpec, ResourceListOptions
+from providers.selectors import parse
+from providers.settings import Freshness, Paths, Settings
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def offers(price: float, spot: float | None = None) -> dict[str, Offer]:
+    return {
+        "small.1": Offer("small.1", vcpus=2, memory_gib=4, arch="x86_64", on_demand=price),
+        "gpu.8": Offer(
+            "gpu.8",
+            vcpus=96,
+            memory_gib=1024,
+            arch="x86_64",
+            gpu="H100",
+            gpu_count=8,
+            gpu_memory_gib=80,
+            on_demand=price * 40,
+            spot=spot,
+        ),
+    }
+
+
+@dataclass
+class Scripted:
+    """Answers fetch_region from a queue of snapshots or errors, and counts the calls."""
+
+    provider: str = "testcloud"
+    regions: list[str] = field(default_factory=lambda: ["us-east-1", "eu-west-1"])
+    queue: list[Snapshot | Exception] = field(default_factory=list)
+    fetches: list[str] = field(default_factory=list)
+
+    def list_regions(self) -> list[RegionSpec]:
+        return [RegionSpec(name=n) for n in self.regions]
+
+    def fetch_region(self, region: str, progress: Progress) -> Snapshot:
+        self.fetches.append(region)
+        item = self.queue.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        item.region = region
+        return item
+
+
+def snap(price: float, at: datetime = NOW, currency: str = "USD", **kw: Any) -> Snapshot:
+    return Snapshot("testcloud", "", at, "http://127.0.0.1/prices", currency, offers(price, **kw))
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Callable[..., tuple[CloudCatalog, Scripted, list[str]]]:
+    fetcher = Scripted()
+
+    def build(
+        config: dict[str, object] | None = None, **freshness: object
+    ) -> tuple[CloudCatalog, Scripted, list[str]]:
+        warnings: list[str] = []
+        settings = Settings(
+            paths=Paths.from_env({"SHOAL_HOME": str(tmp_path)}),
+            config=dict(config or {}),
+            env={},
+            freshness=Freshness(**freshness),
+            warn=warnings.append,
+        )
+        return CloudCatalog("testcloud", settings, lambda: fetcher, "us-east-1"), fetcher, warnings
+
+    return build
+
+
+def pricing(catalog: CloudCatalog, region: str = "", select: str = "") -> dict[str, float | None]:
+    opts = ResourceListOptions(
+        region=RegionSpec(name=region),
+        filter=ListResourceFilter(resource_selectors=parse([select])) if select else None,
+    )
+    (result,) = catalog.list_pricing(opts)
+    return {name: item.on_demand_price for name, item in result.items.items()}
+
+
+def test_first_query_fetches_the_default_region_and_the_next_one_is_cached(make) -> None:
+    catalog, fetcher, warnings = make()
+    fetcher.queue = [snap(1.0)]
+    assert pricing(catalog) == {"gpu.8": 40.0, "small.1": 1.0}
+    assert fetcher.fetches == ["us-east-1"]
+    again, _, _ = make()
+    assert pricing(again) == {"gpu.8": 40.0, "small.1": 1.0}
+    assert fetcher.fetches == ["us-east-1"]  # fresh: no second fetch
+    (result,) = again.list_pricing(ResourceListOptions())
+    assert result.provider == "testcloud" and result.currency == "USD"
+    assert result.as_of == NOW and result.source == "http://127.0.0.1/prices"
+    assert not result.stale and warnings == []
+
+
+def test_past_its_ttl_a_failed_refresh_serves_the_old_data_with_a_warning(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(hours=30))]
+    pricing(catalog, "us-east-1")
+    catalog, fetcher, warnings = make()
+    fetcher.queue = [ProviderUnreachableError("testcloud: host down")]
+    assert pricing(catalog, "us-east-1")["small.1"] == 1.0
+    (result,) = catalog.list_pricing(ResourceListOptions(region=RegionSpec(name="us-east-1")))
+    assert result.stale
+    assert any("refresh failed (testcloud: host down)" in w and "30h ago" in w for w in warnings)
+    assert any("old (TTL 24h)" in w for w in warnings)
+
+
+def test_the_ttl_comes_from_the_config(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(hours=2))]
+    pricing(catalog)
+    catalog, fetcher, _ = make({"testcloud": {"ttl_hours": 1}})
+    fetcher.queue = [snap(2.0)]
+    assert pricing(catalog)["small.1"] == 2.0
+    assert len(fetcher.fetches) == 2
+
+
+def test_explicit_refresh_that_fails_is_an_error_and_keeps_the_cache(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0)]
+    pricing(catalog)
+    catalog, fetcher, _ = make(refresh=True)
+    fetcher.queue = [ShoalError("testcloud: malformed JSON")]
+    with pytest.raises(ShoalError, match="malformed"):
+        pricing(catalog)
+    catalog, _, _ = make(offline=True)
+    assert pricing(catalog)["small.1"] == 1.0
+
+
+def test_offline_never_fetches(make) -> None:
+    catalog, fetcher, _ = make(offline=True)
+    with pytest.raises(ShoalError, match="--offline forbids fetching"):
+        catalog.list_regions()
+    with pytest.raises(ShoalError, match="catalog import"):
+        pricing(catalog, "us-east-1")
+    assert fetcher.fetches == []
+
+
+def test_max_age_refuses_old_data(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(hours=3))]
+    pricing(catalog)
+    catalog, _, _ = make(offline=True, max_age=timedelta(hours=1))
+    with pytest.raises(ShoalError, match="older than --max-age 60m"):
+        pricing(catalog)
+    catalog, _, _ = make(offline=True, max_age=timedelta(hours=4))
+    assert pricing(catalog)["small.1"] == 1.0
+
+
+def test_unknown_region_suggests_close_names(make) -> None:
+    catalog, fetcher, _ = make()
+    with pytest.raises(UsageError, match="did you mean us-east-1"):
+        pricing(catalog, "us-east-2x")
+    assert fetcher.fetches == []
+
+
+def test_other_currencies_are_refused_and_the_cache_kept(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(days=2)), snap(9.0, currency="EUR")]
+    pricing(catalog)
+    with pytest.raises(ShoalError, match="in EUR"):
+        make(refresh=True)[0].list_pricing(ResourceListOptions())
+    assert pricing(make(offline=True)[0])["small.1"] == 1.0
+
+
+def test_selectors_filter_prices(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0)]
+    assert pricing(catalog, select="gpu_count>=1") == {"gpu.8": 40.0}
+    assert pricing(catalog, select="gpu=h100,price<10") == {}
+    assert pricing(catalog, select="price<10") == {"small.1": 1.0}
+
+
+def test_without_a_region_the_cached_regions_answer(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0), snap(2.0)]
+    pricing(catalog, "us-east-1")
+    pricing(catalog, "eu-west-1")
+    results = make()[0].list_pricing(ResourceListOptions())
+    assert [r.region.name for r in results] == ["eu-west-1", "us-east-1"]
+
+
+def test_window_returns_observations_and_a_marked_forecast(make) -> None:
+    catalog, fetcher, _ = make({"testcloud": {"ttl_hours": 0.001}})
+    days = [NOW - timedelta(days=3), NOW - timedelta(days=2), NOW - timedelta(days=1)]
+    fetcher.queue = [snap(1.0, days[0], spot=10.0), snap(1.0, days[1], spot=12.0)]
+    fetcher.queue += [snap(1.0, days[2], spot=14.0), snap(1.0, NOW, spot=16.0)]
+    for _ in days:
+        pricing(catalog, "us-east-1")
+    future = NOW + timedelta(days=1)
+    opts = ResourceListOptions(
+        region=RegionSpec(name="us-east-1"), start_time=days[0], end_time=future
+    )
+    points = catalog.list_pricing_predictions(opts)
+    kinds = [p.kind for p in points.values()]
+    assert kinds == ["observed"] * 4 + ["forecast"]
+    last = list(points.values())[-1]
+    assert last.method == forecast.TREND
+    assert last.items["gpu.8"].spot_price == pytest.approx(18.0, abs=0.01)  # +2 a day
+    assert last.items["small.1"].on_demand_price == pytest.approx(1.0)
+    assert last.items["small.1"].spot_price is None
+
+
+def test_forecast_from_one_observation_carries_it_forward() -> None:
+    from providers.cloud.cache import Observation
+
+    prices, method = forecast.forecast(
+        [Observation("a", NOW, 1.5, None, None)], NOW + timedelta(days=5)
+    )
+    assert method == forecast.LAST_VALUE and prices == {"a": (1.5, None, None)}
+
+
+def test_export_then_import_elsewhere(make, tmp_path: Path) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(hours=1)), snap(2.0)]
+    pricing(catalog, "us-east-1")
+    pricing(catalog, "eu-west-1")
+    path = tmp_path / "shared.json.gz"
+    share.write(share.export(catalog.cache, "testcloud"), path, None)
+    other_home = tmp_path / "other"
+    other_home.mkdir()
+    settings = Settings(paths=Paths.from_env({"SHOAL_HOME": str(other_home)}), env={})
+    settings.freshness = Freshness(offline=True)
+    elsewhere = CloudCatalog("testcloud", settings, lambda: Scripted(), "us-east-1")
+    report = share.load(elsewhere.cache, path)
+    assert sorted(report.imported) == ["eu-west-1", "us-east-1"]
+    assert report.history_added == 4
+    assert pricing(elsewhere, "eu-west-1") == {"gpu.8": 80.0, "small.1": 2.0}
+    types = elsewhere.list_instance_types(RegionSpec(name="us-east-1"))
+    (gpu,) = [s for s in types if s.gpu_count]
+    assert (gpu.gpu, gpu.gpu_memory_gib, gpu.vcpus) == ("H100", 80, 96)
+    again = share.load(elsewhere.cache, path)
+    assert again.imported == [] and sorted(again.kept) == ["eu-west-1", "us-east-1"]
+    assert again.history_added == 0
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(format="other"), "not a catalog export"),
+        (lambda d: d.update(version=9), "version 9"),
+        (lambda d: d["snapshots"][0]["offers"][0].update(vcpus="many"), r"offers\[0\].vcpus"),
+        (lambda d: d["snapshots"][0]["offers"][0].update(onDemand=-1), "must be a number >= 0"),
+        (lambda d: d["snapshots"][0].update(fetchedAt="yesterday"), "fetchedAt"),
+        (lambda d: d["snapshots"][0].update(currency="EUR"), "only USD"),
+        (lambda d: d["history"].append([1, 2]), r"history\[\d+\]"),
+    ],
+)
+def test_import_refuses_bad_files_and_writes_nothing(
+    make, tmp_path: Path, mutate, message: str
+) -> None:
+    import json
+
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0)]
+    pricing(catalog)
+    document = share.export(catalog.cache, "testcloud")
+    mutate(document)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document))
+    other_home = tmp_path / "other"
+    other_home.mkdir()
+    target = CloudCatalog(
+        "testcloud",
+        Settings(paths=Paths.from_env({"SHOAL_HOME": str(other_home)}), env={}),
+        lambda: Scripted(),
+        "us-east-1",
+    )
+    with pytest.raises(ShoalError, match=message):
+        share.load(target.cache, path)
+    assert target.cache.snapshots("testcloud") == {}
