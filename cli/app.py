@@ -10,13 +10,20 @@ from typer.core import TyperGroup
 from cli import output
 from cli.exit_codes import ExitCode, exit_code_for
 from cli.state import state
+from providers import env
 from providers.env import ENV_CONFIG, ENV_DEBUG, ENV_HOME
 from providers.errors import ShoalError
 
+_CLOUD_ENV = ", ".join(
+    value
+    for name, value in vars(env).items()
+    if name.startswith(("ENV_AWS", "ENV_AZURE", "ENV_GCP"))
+)
 EPILOG = (
     "Exit codes: 0 ok, 1 error, 2 usage, 69 provider unreachable, 75 retry later "
     "(no capacity, timeout), 77 credentials, 78 config, 130 interrupted. "
-    "NO_COLOR disables colour; SHOAL_DEBUG=1 shows tracebacks of unexpected errors."
+    "NO_COLOR disables colour; SHOAL_DEBUG=1 shows tracebacks of unexpected errors. "
+    f"Cloud catalogs read {_CLOUD_ENV} (README: Cloud providers)."
 )
 
 

@@ -62,7 +62,7 @@ def fetch_progress() -> Callable[[int, int | None, str], None]:
     """Progress of provider downloads: a bar per file on stderr when it is a terminal.
 
     The bar starts on the first report (cached answers show nothing) and is removed when
-    the process ends.
+    the process ends. Counts are bytes, unless the label says "rows" (paged APIs).
     """
     if not sys.stderr.isatty():
         return lambda done, total, what: None
@@ -82,10 +82,18 @@ def fetch_progress() -> Callable[[int, int | None, str], None]:
                 TransferSpeedColumn,
             )
 
+            class Amount(DownloadColumn):
+                def render(self, task: Any) -> Any:
+                    if " rows" in task.description:
+                        from rich.text import Text
+
+                        return Text(f"{int(task.completed)}")
+                    return super().render(task)
+
             progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
-                DownloadColumn(),
+                Amount(),
                 TransferSpeedColumn(),
                 TimeRemainingColumn(),
                 console=Console(stderr=True),

@@ -38,7 +38,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     cache = _cache(ctx)
     now = utcnow()
     rows = []
-    for provider in ("aws", "azure", "gcp"):
+    for provider in cache.providers():
         ttl = config.ttl(settings, provider)
         for info in cache.snapshots(provider).values():
             age = now - info.fetched_at

@@ -186,6 +186,10 @@ class CatalogCache:
         specs = [RegionSpec(name=n, zones=json.loads(z), location=loc) for n, loc, z, _ in rows]
         return specs, _dt(min(r[3] for r in rows))
 
+    def providers(self) -> list[str]:
+        rows = self._db.execute("SELECT DISTINCT provider FROM snapshot ORDER BY provider")
+        return [row[0] for row in rows]
+
     def snapshots(self, provider: str) -> dict[str, SnapshotInfo]:
         rows = self._db.execute(
             "SELECT region, fetched_at, source, currency, notes FROM snapshot "

@@ -13,7 +13,8 @@ from typing import Protocol
 
 from providers.models import RegionSpec
 
-# (bytes received so far, total bytes if known, what is being fetched)
+# (amount so far, total if known, what is being fetched). Amounts are bytes, or a count of
+# items when the label says " rows" (paged APIs, where bytes are not seen).
 Progress = Callable[[int, int | None, str], None]
 
 

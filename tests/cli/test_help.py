@@ -26,3 +26,16 @@ def test_no_arguments_prints_help_and_usage_exit_code(cli) -> None:
     result = cli()
     assert result.exit_code == 2
     assert "Usage" in result.stdout + result.stderr
+
+
+def test_every_environment_variable_shows_in_some_help(cli) -> None:
+    from providers import env
+
+    helps = "".join(
+        cli(*args, "--help").stdout
+        for args in [(), ("regions",), ("pricing",), ("alloc",), ("image", "pull")]
+    )
+    helps = " ".join(helps.split())  # Rich wraps long lines
+    names = {v for k, v in vars(env).items() if k.startswith("ENV_")}
+    missing = sorted(n for n in names if n not in helps)
+    assert missing == []

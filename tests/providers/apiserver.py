@@ -64,7 +64,10 @@ class ApiServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: shutdown() waits for it, and tests start and stop many servers.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def __enter__(self) -> ApiServer:
         self._thread.start()
@@ -99,6 +102,13 @@ class ApiServer:
         with self._lock:
             queue = self.faults.setdefault(path, [])
             queue.extend(_Fault(kind, status, after, dict(headers or {})) for _ in range(times))
+
+    def reset(self) -> None:
+        """Forget routes, faults and requests: one server can serve a module's tests."""
+        with self._lock:
+            self.routes.clear()
+            self.faults.clear()
+            self.seen.clear()
 
     def requests_to(self, path: str) -> list[Seen]:
         with self._lock:

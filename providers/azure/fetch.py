@@ -1,0 +1,283 @@
+"""Azure's network side: VM prices per region from the keyless Retail Prices API, shapes from
+the Resource SKUs API when a token is given, otherwise derived from the size names.
+
+Docs: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices,
+https://learn.microsoft.com/rest/api/compute/resource-skus/list,
+https://learn.microsoft.com/rest/api/resources/subscriptions/list-locations
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from providers.azure import parse
+from providers.azure.regions import PUBLIC_REGIONS
+from providers.cloud.config import base_url, setting
+from providers.cloud.http import CloudHttp, RetryPolicy
+from providers.cloud.offers import Offer, Progress, Snapshot, no_progress
+from providers.env import (
+    ENV_AZURE_MANAGEMENT_URL,
+    ENV_AZURE_PRICES_URL,
+    ENV_AZURE_SUBSCRIPTION_ID,
+    ENV_AZURE_TOKEN,
+)
+from providers.errors import CredentialsError, ShoalError
+from providers.models import RegionSpec
+from providers.settings import Settings
+from providers.timeutil import utcnow
+from providers.urls import display
+
+PROVIDER = "azure"
+DEFAULT_PRICES_URL = "https://prices.azure.com"
+DEFAULT_MANAGEMENT_URL = "https://management.azure.com"
+PRICES_PATH = "/api/retail/prices"
+PRICES_API_VERSION = "2023-01-01-preview"
+SKUS_API_VERSION = "2021-07-01"
+LOCATIONS_API_VERSION = "2022-12-01"
+# A region's VM prices are tens of pages; a server handing out links forever is a bug.
+MAX_PAGES = 2000
+NO_TOKEN_NOTE = (
+    "vCPU/memory specs need an Azure token (set SHOAL_AZURE_TOKEN and AZURE_SUBSCRIPTION_ID); "
+    "derived from SKU names"
+)
+_AUTH_HINT = (
+    f"set {ENV_AZURE_TOKEN} to a valid bearer token for Azure Resource Manager "
+    f"(e.g. `az account get-access-token --query accessToken -o tsv`) with read access to "
+    f"the subscription in {ENV_AZURE_SUBSCRIPTION_ID}"
+)
+
+
+def next_url(link: str, base: str) -> str:
+    """Where a page's next link points, kept on the configured base host.
+
+    Azure's links are absolute (`https://prices.azure.com:443/...`). Followed as given when
+    they name the configured host; otherwise (a mirror serving Azure's own links) the scheme
+    and host are the configured base's, and its path prefix is added when missing, so an
+    air-gapped mirror is never bypassed.
+    """
+    target, home = urlsplit(link), urlsplit(base)
+    if not target.scheme:  # a relative link: resolve against the base
+        target = urlsplit(base.rstrip("/") + "/" + link.lstrip("/"))
+    if _origin(target.scheme, target.hostname, target.port) == _origin(
+        home.scheme, home.hostname, home.port
+    ):
+        return urlunsplit(target)
+    path = target.path
+    prefix = home.path.rstrip("/")
+    if prefix and not path.startswith(prefix + "/"):
+        path = prefix + path
+    return urlunsplit((home.scheme, home.netloc, path, target.query, ""))
+
+
+def _origin(scheme: str, host: str | None, port: int | None) -> tuple[str, str, int]:
+    return scheme.lower(), (host or "").lower(), port or (443 if scheme == "https" else 80)
+
+
+class AzureFetcher:
+    """Prices from the Retail Prices API; shapes from Resource SKUs with a token."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        *,
+        prices_url: str = DEFAULT_PRICES_URL,
+        management_url: str = DEFAULT_MANAGEMENT_URL,
+        token: str = "",
+        subscription: str = "",
+        policy: RetryPolicy | None = None,
+        max_pages: int = MAX_PAGES,
+    ) -> None:
+        self.prices_url = prices_url.rstrip("/")
+        self.management_url = management_url.rstrip("/")
+        self.token = token
+        self.subscription = subscription
+        self.max_pages = max_pages
+        self.prices = CloudHttp(PROVIDER, policy=policy)
+        self.management = CloudHttp(PROVIDER, auth_hint=_AUTH_HINT, secrets=[token], policy=policy)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, policy: RetryPolicy | None = None, max_pages: int = MAX_PAGES
+    ) -> AzureFetcher:
+        token = settings.env.get(ENV_AZURE_TOKEN, "").strip()
+        subscription = setting(settings, PROVIDER, "subscription_id", ENV_AZURE_SUBSCRIPTION_ID)
+        if token and not subscription.strip():
+            # The token is optional, but once given it is only usable with a subscription.
+            raise CredentialsError(
+                f"azure: {ENV_AZURE_TOKEN} is set but {ENV_AZURE_SUBSCRIPTION_ID} is not; set "
+                f"{ENV_AZURE_SUBSCRIPTION_ID} to the subscription id the token can read "
+                f"(or unset {ENV_AZURE_TOKEN} for prices with name-derived specs)"
+            )
+        return cls(
+            prices_url=base_url(
+                settings, PROVIDER, "prices_url", ENV_AZURE_PRICES_URL, DEFAULT_PRICES_URL
+            ),
+            management_url=base_url(
+                settings,
+                PROVIDER,
+                "management_url",
+                ENV_AZURE_MANAGEMENT_URL,
+                DEFAULT_MANAGEMENT_URL,
+            ),
+            token=token,
+            subscription=subscription.strip(),
+            policy=policy,
+            max_pages=max_pages,
+        )
+
+    def close(self) -> None:
+        self.prices.close()
+        self.management.close()
+
+    # -- paging --------------------------------------------------------------------------
+
+    def _walk(
+        self,
+        http: CloudHttp,
+        url: str,
+        params: Mapping[str, str],
+        headers: Mapping[str, str] | None,
+        parse_page: Callable[[Any, str], str | None],
+    ) -> None:
+        """GET `url` and every next page; `parse_page(page, where)` returns the next link."""
+        base = self.prices_url if http is self.prices else self.management_url
+        seen = {url}
+        query: Mapping[str, str] | None = params
+        for _ in range(self.max_pages):
+            where = f"{PROVIDER}: {display(url)}"
+            link = parse_page(http.get_json(url, params=query, headers=headers), where)
+            if not link:
+                return
+            url, query = next_url(link, base), None
+            if url in seen:
+                raise ShoalError(f"{where}: the next-page link repeats ({display(url)}); stopped")
+            seen.add(url)
+        raise ShoalError(
+            f"{PROVIDER}: {display(url)}: more than {self.max_pages} pages; stopped (the "
+            "server keeps sending next-page links)"
+        )
+
+    # -- the Fetcher protocol ------------------------------------------------------------
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def _subscription_url(self, tail: str) -> str:
+        return f"{self.management_url}/subscriptions/{quote(self.subscription, safe='')}{tail}"
+
+    def list_regions(self) -> list[RegionSpec]:
+        """Physical regions from the Subscriptions API with a token, else PUBLIC_REGIONS."""
+        if not self.token:
+            return [RegionSpec(name=n, location=d) for n, d in sorted(PUBLIC_REGIONS.items())]
+        regions: list[RegionSpec] = []
+
+        def page(payload: Any, where: str) -> str | None:
+            found, link = parse.locations_page(payload, where)
+            regions.extend(found)
+            return link
+
+        self._walk(
+            self.management,
+            self._subscription_url("/locations"),
+            {"api-version": LOCATIONS_API_VERSION},
+            self._auth(),
+            page,
+        )
+        return sorted(regions, key=lambda r: r.name)
+
+    def fetch_region(self, region: str, progress: Progress = no_progress) -> Snapshot:
+        fetched_at = utcnow()
+        endpoint = self.prices_url + PRICES_PATH
+        snapshot = Snapshot(PROVIDER, region, fetched_at, display(endpoint))
+        book = parse.PriceBook()
+        label = f"{PROVIDER} {region} price rows"
+        params = {
+            "api-version": PRICES_API_VERSION,
+            "currencyCode": "'USD'",
+            # priceType trims Reservation and DevTest rows at the source; the parser still
+            # drops them for mirrors that ignore the clause. Values are case-sensitive.
+            "$filter": (
+                f"serviceName eq 'Virtual Machines' and armRegionName eq '{_odata(region)}' "
+                "and priceType eq 'Consumption'"
+            ),
+        }
+
+        def page(payload: Any, where: str) -> str | None:
+            items, link = parse.price_page(payload, where)
+            for item in items:
+                book.add(item, where)
+            progress(book.rows, None, label)
+            return link
+
+        self._walk(self.prices, endpoint, params, None, page)
+        snapshot.offers = book.offers()
+        if not snapshot.offers:
+            snapshot.notes.append(
+                f"the Retail Prices API returned no Linux pay-as-you-go or Spot VM prices for "
+                f"region {region!r} ({book.rows} rows)"
+            )
+            return snapshot
+        if self.token:
+            self._apply_skus(snapshot, region)
+        else:
+            for offer in snapshot.offers.values():
+                _apply_name(offer)
+            snapshot.notes.append(NO_TOKEN_NOTE)
+        return snapshot
+
+    def _apply_skus(self, snapshot: Snapshot, region: str) -> None:
+        specs: dict[str, parse.SkuSpec] = {}
+
+        def page(payload: Any, where: str) -> str | None:
+            found, link = parse.sku_page(payload, region, where)
+            specs.update(found)
+            return link
+
+        self._walk(
+            self.management,
+            self._subscription_url("/providers/Microsoft.Compute/skus"),
+            {"api-version": SKUS_API_VERSION, "$filter": f"location eq '{_odata(region)}'"},
+            self._auth(),
+            page,
+        )
+        restricted = sorted(n for n in snapshot.offers if n in specs and specs[n].restricted)
+        for name in restricted:
+            del snapshot.offers[name]
+        if restricted:
+            snapshot.notes.append(
+                f"{len(restricted)} sizes restricted for this subscription in {region} were "
+                f"left out: {', '.join(restricted[:5])}{' ...' if len(restricted) > 5 else ''}"
+            )
+        unlisted = 0
+        for name, offer in snapshot.offers.items():
+            _apply_name(offer)
+            spec = specs.get(name)
+            if spec is None:
+                unlisted += 1
+                continue
+            offer.vcpus = spec.vcpus or offer.vcpus
+            offer.memory_gib = spec.memory_gib
+            offer.arch = spec.arch or offer.arch
+            offer.gpu_count = spec.gpu_count
+        if unlisted:
+            snapshot.notes.append(
+                f"{unlisted} priced sizes are not in the Resource SKUs list for {region}; "
+                "their specs are derived from SKU names"
+            )
+
+
+def _odata(value: str) -> str:
+    """A string literal's body in an OData filter: a quote is written twice."""
+    return value.replace("'", "''")
+
+
+def _apply_name(offer: Offer) -> None:
+    shape = parse.shape_from_name(offer.instance_type)
+    offer.vcpus = shape.vcpus
+    offer.arch = shape.arch
+    offer.gpu = shape.gpu
+    offer.gpu_count = shape.gpu_count
+    offer.gpu_memory_gib = shape.gpu_memory_gib

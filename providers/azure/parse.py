@@ -1,0 +1,323 @@
+"""Pure parsers for Azure's payloads: Retail Prices pages, Resource SKUs pages, locations,
+and what a VM size's name says about its shape. No network here.
+
+Wire formats, as documented:
+- Retail Prices: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices
+- Resource SKUs: https://learn.microsoft.com/rest/api/compute/resource-skus/list
+- Locations: https://learn.microsoft.com/rest/api/resources/subscriptions/list-locations
+- Size names: https://learn.microsoft.com/azure/virtual-machines/vm-naming-conventions
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from providers.cloud.offers import Offer
+from providers.errors import ShoalError
+from providers.models import RegionSpec
+
+ON_DEMAND = "on_demand"
+SPOT = "spot"
+HOUR = "1 Hour"
+
+
+def _malformed(where: str, what: str) -> ShoalError:
+    return ShoalError(f"{where}: malformed payload ({what}); nothing was cached from it")
+
+
+def _text(item: Mapping[str, Any], key: str, where: str) -> str:
+    value = item.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _malformed(where, f"{key} is {type(value).__name__}, not a string")
+    return value
+
+
+def _number(item: Mapping[str, Any], key: str, where: str) -> float:
+    value = item.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _malformed(where, f"{key} is {value!r}, not a number")
+    return float(value)
+
+
+def _list(page: Any, key: str, where: str) -> list[Any]:
+    if not isinstance(page, dict):
+        raise _malformed(where, f"a page is {type(page).__name__}, not an object")
+    value = page.get(key)
+    if not isinstance(value, list):
+        raise _malformed(where, f"{key} is missing or not a list")
+    return value
+
+
+def _link(page: dict[str, Any], key: str, where: str) -> str | None:
+    link = page.get(key)
+    if link is None or link == "":
+        return None
+    if not isinstance(link, str):
+        raise _malformed(where, f"{key} is {type(link).__name__}, not a URL")
+    return link
+
+
+def check_currency(code: str, where: str) -> None:
+    if code != "USD":
+        raise ShoalError(
+            f"{where}: prices are in {code or 'an unnamed currency'!r}, not USD; shoal "
+            "compares USD prices only; point SHOAL_AZURE_PRICES_URL at a source that serves "
+            "currencyCode='USD'"
+        )
+
+
+# -- Retail Prices ---------------------------------------------------------------------------
+
+
+def price_page(page: Any, where: str) -> tuple[list[Any], str | None]:
+    """A page's `Items` and its `NextPageLink` (None on the last page)."""
+    items = _list(page, "Items", where)
+    billing = page.get("BillingCurrency")
+    if isinstance(billing, str) and billing:
+        check_currency(billing, where)
+    return items, _link(page, "NextPageLink", where)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceRow:
+    sku: str
+    kind: str  # ON_DEMAND | SPOT
+    price: float
+    primary: bool
+
+
+def price_row(item: Any, where: str) -> PriceRow | None:
+    """The hourly Linux price a row gives, or None when shoal does not use the row."""
+    if not isinstance(item, dict):
+        raise _malformed(where, f"an item is {type(item).__name__}, not an object")
+    check_currency(_text(item, "currencyCode", where), where)
+    price = _number(item, "retailPrice", where)
+    sku = _text(item, "armSkuName", where)
+    product = _text(item, "productName", where)
+    names = _text(item, "skuName", where) + " " + _text(item, "meterName", where)
+    if not sku or _text(item, "type", where) != "Consumption":
+        # DevTestConsumption is a subscription-offer discount and Reservation a 1/3-year
+        # commitment priced per term: neither is what anyone pays by the hour.
+        return None
+    if "Windows" in product or _text(item, "unitOfMeasure", where) != HOUR:
+        return None
+    if item.get("tierMinimumUnits") not in (None, 0, 0.0) or price <= 0:
+        # A tier above 0 units is a volume discount, and a zero price a placeholder meter:
+        # either would undercut the real hourly rate.
+        return None
+    if "Low Priority" in names:
+        # Low Priority is Batch's older preemptible tier, billed only inside Batch pools:
+        # not a price for a VM anyone can start, so it is not reported as spot.
+        return None
+    kind = SPOT if "Spot" in names else ON_DEMAND
+    return PriceRow(sku, kind, price, item.get("isPrimaryMeterRegion") is True)
+
+
+class PriceBook:
+    """The winning row per (size, kind) over all pages; memory grows with sizes, not rows.
+
+    A row from the region's primary meter beats a non-primary one (the preview API returns
+    both); among rows that still compete, the lowest retailPrice wins, since that is the
+    rate Azure bills when several meters describe the same size.
+    """
+
+    def __init__(self) -> None:
+        self._best: dict[tuple[str, str], PriceRow] = {}
+        self.rows = 0
+
+    def add(self, item: Any, where: str) -> None:
+        self.rows += 1
+        row = price_row(item, where)
+        if row is None:
+            return
+        key = (row.sku, row.kind)
+        held = self._best.get(key)
+        if held is None or (not row.primary, row.price) < (not held.primary, held.price):
+            self._best[key] = row
+
+    def offers(self) -> dict[str, Offer]:
+        offers: dict[str, Offer] = {}
+        for (sku, kind), row in sorted(self._best.items()):
+            offer = offers.setdefault(sku, Offer(sku))
+            if kind == SPOT:
+                offer.spot = row.price
+            else:
+                offer.on_demand = row.price
+        return offers
+
+
+# -- what a size name says -------------------------------------------------------------------
+
+# [Family][Sub-family][vCPUs][-constrained vCPUs][features]_[accelerator]_[version]
+_SIZE = re.compile(r"^(?:Standard|Basic)_([A-Z]+)(\d+)(?:-(\d+))?([a-z]*)((?:_[A-Za-z0-9]+)*)$")
+_VERSION = re.compile(r"^v\d+$")
+# In D/DS v1-v2 and A v1 the number is a size index, not a vCPU count.
+_LEGACY_D = {1: 1, 2: 2, 3: 4, 4: 8, 5: 16, 11: 2, 12: 4, 13: 8, 14: 16, 15: 20}
+_LEGACY_A = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 8, 9: 16, 10: 8, 11: 16}
+_GPU_MODELS = ("A100", "H100", "H200", "V100", "T4", "A10", "MI300X", "L4", "L40S", "GB200")
+# (size pattern, model, GiB per GPU, vCPUs per GPU); from the N-series size pages.
+_GPU_FAMILIES: tuple[tuple[re.Pattern[str], str, float, int], ...] = tuple(
+    (re.compile(p), m, g, c)
+    for p, m, g, c in (
+        (r"nc\d+ads_a100_v4", "A100", 80, 24),
+        (r"nd\d+amsr_a100_v4", "A100", 80, 12),
+        (r"nd\d+asr_v4", "A100", 40, 12),
+        (r"ncc?\d+ad[a-z]*_h100_v5", "H100", 94, 40),
+        (r"nd\d+[a-z]*_h100_v5", "H100", 80, 12),
+        (r"nd\d+[a-z]*_h200_v5", "H200", 141, 12),
+        (r"nd\d+[a-z]*_mi300x_v5", "MI300X", 192, 12),
+        (r"nc\d+r?s_v3", "V100", 16, 6),
+        (r"nd\d+rs_v2", "V100", 32, 5),
+        (r"nc\d+as_t4_v3", "T4", 16, 0),
+        (r"nv\d+adm?s_a10_v5", "A10", 24, 36),
+        (r"nv\d+s_v3", "M60", 8, 12),
+        (r"nv\d+as_v4", "MI25", 16, 32),
+    )
+)
+_T4_COUNTS = {4: 1, 8: 1, 16: 1, 64: 4}  # NCasT4_v3 is not proportional
+
+
+@dataclass(slots=True)
+class Shape:
+    vcpus: float = 0.0
+    arch: str = ""
+    gpu: str = ""
+    gpu_count: int = 0
+    gpu_memory_gib: float = 0.0
+
+
+def shape_from_name(name: str) -> Shape:
+    """What the size name tells: vCPUs, arch (a `p` feature letter is Arm), GPU model, count
+    and memory for the N-series families known here. Memory is never in the name."""
+    match = _SIZE.match(name)
+    if match is None:
+        return Shape()
+    family, number, constrained, features, rest = match.groups()
+    tokens = [t for t in rest.split("_") if t]
+    version = next((t for t in tokens if _VERSION.match(t)), "")
+    size = int(number)
+    if constrained:
+        vcpus = int(constrained)
+    elif family in ("D", "DS") and version in ("", "v2"):
+        vcpus = _LEGACY_D.get(size, 0)
+    elif family == "A" and not version:
+        vcpus = _LEGACY_A.get(size, 0)
+    else:
+        vcpus = size
+    shape = Shape(vcpus=float(vcpus), arch="arm64" if "p" in features else "x86_64")
+    upper = {t.upper() for t in tokens}
+    shape.gpu = next((m for m in _GPU_MODELS if m in upper), "")
+    core = name.split("_", 1)[1].lower()
+    for pattern, model, gib, per_gpu in _GPU_FAMILIES:
+        if pattern.fullmatch(core):
+            shape.gpu, shape.gpu_memory_gib = model, float(gib)
+            # A size smaller than one GPU's share gets a slice of a GPU: count 0, model kept.
+            shape.gpu_count = _T4_COUNTS.get(size, 0) if per_gpu == 0 else size // per_gpu
+            break
+    return shape
+
+
+# -- Resource SKUs ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SkuSpec:
+    vcpus: float
+    memory_gib: float
+    gpu_count: int
+    arch: str
+    restricted: bool
+
+
+_ARCH = {"x64": "x86_64", "arm64": "arm64"}
+
+
+def _capability(capabilities: dict[str, str], name: str, where: str) -> float:
+    raw = capabilities.get(name, "")
+    if not raw:
+        return 0.0
+    try:
+        return float(raw)
+    except ValueError:
+        raise _malformed(where, f"capability {name} is {raw!r}, not a number") from None
+
+
+def _lower(values: list[Any]) -> set[str]:
+    return {str(v).lower() for v in values}
+
+
+def _restricted(sku: dict[str, Any], region: str) -> bool:
+    """Restricted in the whole location for this subscription (a zone restriction is not)."""
+    for restriction in sku.get("restrictions") or []:
+        if not isinstance(restriction, dict) or restriction.get("type") != "Location":
+            continue
+        info = restriction.get("restrictionInfo")
+        places = list(restriction.get("values") or [])
+        if isinstance(info, dict):
+            places += list(info.get("locations") or [])
+        if region.lower() in _lower(places):
+            return True
+    return False
+
+
+def sku_page(page: Any, region: str, where: str) -> tuple[dict[str, SkuSpec], str | None]:
+    """The virtual machine sizes on one Resource SKUs page, and its `nextLink`."""
+    specs: dict[str, SkuSpec] = {}
+    for sku in _list(page, "value", where):
+        if not isinstance(sku, dict):
+            raise _malformed(where, f"a SKU is {type(sku).__name__}, not an object")
+        if sku.get("resourceType") != "virtualMachines":
+            continue
+        name = _text(sku, "name", where)
+        places = sku.get("locations")
+        if isinstance(places, list) and places and region.lower() not in _lower(places):
+            continue
+        capabilities: dict[str, str] = {}
+        for cap in sku.get("capabilities") or []:
+            if isinstance(cap, dict):
+                capabilities[str(cap.get("name", ""))] = str(cap.get("value", ""))
+        # vCPUsAvailable is what the guest sees on constrained-core sizes (E16-4ds_v5: 4).
+        vcpus = _capability(capabilities, "vCPUsAvailable", where) or _capability(
+            capabilities, "vCPUs", where
+        )
+        specs[name] = SkuSpec(
+            vcpus=vcpus,
+            # Azure's MemoryGB is binary: Standard_D4s_v5 says 16 for its 16 GiB.
+            memory_gib=_capability(capabilities, "MemoryGB", where),
+            gpu_count=int(_capability(capabilities, "GPUs", where)),
+            arch=_ARCH.get(capabilities.get("CpuArchitectureType", "").lower(), ""),
+            restricted=_restricted(sku, region),
+        )
+    return specs, _link(page, "nextLink", where)
+
+
+# -- locations -------------------------------------------------------------------------------
+
+
+def locations_page(page: Any, where: str) -> tuple[list[RegionSpec], str | None]:
+    """Physical regions (logical ones such as `global` or `us` hold no VMs)."""
+    regions: list[RegionSpec] = []
+    for location in _list(page, "value", where):
+        if not isinstance(location, dict):
+            raise _malformed(where, f"a location is {type(location).__name__}, not an object")
+        metadata = location.get("metadata")
+        if not isinstance(metadata, dict) or metadata.get("regionType") != "Physical":
+            continue
+        zones = [
+            str(z["logicalZone"])
+            for z in location.get("availabilityZoneMappings") or []
+            if isinstance(z, dict) and z.get("logicalZone")
+        ]
+        regions.append(
+            RegionSpec(
+                name=_text(location, "name", where),
+                zones=sorted(zones),
+                location=_text(location, "displayName", where),
+            )
+        )
+    return regions, _link(page, "nextLink", where)

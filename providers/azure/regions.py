@@ -1,0 +1,68 @@
+"""Azure's public regions, for when no token lets us ask the Subscriptions API.
+
+Compiled from the `az account list-locations` / Subscriptions - List Locations output of
+physical regions (https://learn.microsoft.com/rest/api/resources/subscriptions/list-locations).
+A fallback only: with SHOAL_AZURE_TOKEN and AZURE_SUBSCRIPTION_ID the fetcher asks the API,
+which also knows regions opened after this table was written.
+"""
+
+from __future__ import annotations
+
+# armRegionName -> display name
+PUBLIC_REGIONS: dict[str, str] = {
+    "australiacentral": "Australia Central",
+    "australiacentral2": "Australia Central 2",
+    "australiaeast": "Australia East",
+    "australiasoutheast": "Australia Southeast",
+    "brazilsouth": "Brazil South",
+    "brazilsoutheast": "Brazil Southeast",
+    "canadacentral": "Canada Central",
+    "canadaeast": "Canada East",
+    "centralindia": "Central India",
+    "centralus": "Central US",
+    "eastasia": "East Asia",
+    "eastus": "East US",
+    "eastus2": "East US 2",
+    "francecentral": "France Central",
+    "francesouth": "France South",
+    "germanynorth": "Germany North",
+    "germanywestcentral": "Germany West Central",
+    "indonesiacentral": "Indonesia Central",
+    "israelcentral": "Israel Central",
+    "italynorth": "Italy North",
+    "japaneast": "Japan East",
+    "japanwest": "Japan West",
+    "jioindiacentral": "Jio India Central",
+    "jioindiawest": "Jio India West",
+    "koreacentral": "Korea Central",
+    "koreasouth": "Korea South",
+    "malaysiawest": "Malaysia West",
+    "mexicocentral": "Mexico Central",
+    "newzealandnorth": "New Zealand North",
+    "northcentralus": "North Central US",
+    "northeurope": "North Europe",
+    "norwayeast": "Norway East",
+    "norwaywest": "Norway West",
+    "polandcentral": "Poland Central",
+    "qatarcentral": "Qatar Central",
+    "southafricanorth": "South Africa North",
+    "southafricawest": "South Africa West",
+    "southcentralus": "South Central US",
+    "southeastasia": "Southeast Asia",
+    "southindia": "South India",
+    "spaincentral": "Spain Central",
+    "swedencentral": "Sweden Central",
+    "swedensouth": "Sweden South",
+    "switzerlandnorth": "Switzerland North",
+    "switzerlandwest": "Switzerland West",
+    "uaecentral": "UAE Central",
+    "uaenorth": "UAE North",
+    "uksouth": "UK South",
+    "ukwest": "UK West",
+    "westcentralus": "West Central US",
+    "westeurope": "West Europe",
+    "westindia": "West India",
+    "westus": "West US",
+    "westus2": "West US 2",
+    "westus3": "West US 3",
+}

@@ -1,0 +1,225 @@
+"""`pricing` across providers, freshness flags, and `catalog status/export/import`, through
+the CLI, over cloud catalogs registered with scripted fetchers (each real fetcher is tested
+against its loopback server in tests/providers/<provider>/)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.catalog import register
+from providers.cloud.catalog import CloudCatalog
+from providers.cloud.offers import Offer, Progress, Snapshot
+from providers.errors import CredentialsError, ShoalError
+from providers.models import RegionSpec
+from providers.settings import Settings
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+class Fetcher:
+    def __init__(self, provider: str, prices: dict[str, float], fail: ShoalError | None) -> None:
+        self.provider = provider
+        self.prices = prices
+        self.fail = fail
+        self.age = timedelta(0)
+
+    def list_regions(self) -> list[RegionSpec]:
+        if self.fail:
+            raise self.fail
+        return [RegionSpec(name="r1", location="Here"), RegionSpec(name="r2")]
+
+    def fetch_region(self, region: str, progress: Progress) -> Snapshot:
+        if self.fail:
+            raise self.fail
+        progress(10, 10, f"{self.provider} {region}")
+        bump = 0.5 if region == "r2" else 0.0
+        offers = {
+            name: Offer(
+                name,
+                vcpus=4,
+                memory_gib=16,
+                gpu_count=int("gpu" in name),
+                on_demand=price + bump,
+                spot=price / 2,
+            )
+            for name, price in self.prices.items()
+        }
+        return Snapshot(
+            self.provider,
+            region,
+            NOW - self.age,
+            f"http://127.0.0.1/{self.provider}",
+            offers=offers,
+            notes=[f"{self.provider} note"],
+        )
+
+
+@pytest.fixture
+def clouds() -> Iterator[dict[str, Fetcher]]:
+    fetchers = {
+        "cloud-a": Fetcher("cloud-a", {"a.small": 1.0, "a.gpu": 9.0}, None),
+        "cloud-b": Fetcher("cloud-b", {"b.small": 0.5}, None),
+        "cloud-down": Fetcher("cloud-down", {}, CredentialsError("cloud-down: set CLOUD_DOWN_KEY")),
+    }
+    for name, fetcher in fetchers.items():
+
+        def factory(settings: Settings, fetcher: Fetcher = fetcher) -> CloudCatalog:
+            return CloudCatalog(fetcher.provider, settings, lambda: fetcher, "r1")
+
+        register(name, factory)
+    yield fetchers
+
+
+def ok(run: Any) -> Any:
+    assert run.exit_code == 0, run.stderr
+    return run
+
+
+def test_pricing_compares_providers_in_one_sorted_table(cli: Callable[..., Any], clouds) -> None:
+    run = ok(cli("pricing", "-p", "cloud-a,cloud-b", "--sort", "price"))
+    lines = [line for line in run.stdout.splitlines() if "small" in line or "gpu" in line]
+    assert [line.split()[2] for line in lines] == ["b.small", "a.small", "a.gpu"]
+    assert "USD" in run.stdout
+    assert "cloud-a: cloud-a note" in run.stderr and "note" not in run.stdout
+
+
+def test_pricing_json_sorted_and_limited_keeps_the_spec_shape(cli, clouds) -> None:
+    data = ok(
+        cli("pricing", "-p", "cloud-a,cloud-b", "--sort", "-price", "--limit", "2", "--json")
+    ).json()
+    assert [(d["provider"], list(d["items"])) for d in data] == [("cloud-a", ["a.gpu", "a.small"])]
+    (entry,) = data
+    assert entry["region"] == {"name": "r1"}
+    assert entry["items"]["a.gpu"] == {"onDemandPrice": 9.0, "spotPrice": 4.5}
+    assert entry["currency"] == "USD" and entry["source"] == "http://127.0.0.1/cloud-a"
+    assert entry["asOf"] == NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert "stale" not in entry and "error" not in entry
+
+
+def test_one_failing_provider_does_not_hide_the_others(cli, clouds) -> None:
+    run = ok(cli("pricing", "-p", "cloud-a,cloud-down", "--json"))
+    data = run.json()
+    assert [d["provider"] for d in data] == ["cloud-a", "cloud-down"]
+    assert data[1]["error"] == "cloud-down: set CLOUD_DOWN_KEY" and data[1]["items"] == {}
+    assert "warning: cloud-down: cloud-down: set CLOUD_DOWN_KEY" in run.stderr
+
+
+def test_every_provider_failing_exits_with_the_error_code(cli, clouds) -> None:
+    run = cli("pricing", "-p", "cloud-down")
+    assert run.exit_code == 77
+    assert "CLOUD_DOWN_KEY" in run.stderr and run.stdout == ""
+
+
+def test_region_all_asks_every_region(cli, clouds) -> None:
+    data = ok(cli("pricing", "-p", "cloud-b", "--region", "all", "--json")).json()
+    assert [(d["region"]["name"], d["items"]["b.small"]["onDemandPrice"]) for d in data] == [
+        ("r1", 0.5),
+        ("r2", 1.0),
+    ]
+    regions = ok(cli("regions", "-p", "cloud-b", "--json")).json()
+    assert regions == [{"name": "r1", "location": "Here"}, {"name": "r2"}]
+
+
+def test_unknown_region_is_a_usage_error_with_suggestions(cli, clouds) -> None:
+    run = cli("pricing", "-p", "cloud-a", "--region", "r3")
+    assert run.exit_code == 2
+    assert "did you mean" in run.stderr
+
+
+def test_types_select_and_offline_after_a_fetch(cli, clouds) -> None:
+    ok(cli("pricing", "-p", "cloud-a"))
+    clouds["cloud-a"].fail = ShoalError("network is gone")
+    data = ok(
+        cli("types", "-p", "cloud-a", "--offline", "--select", "gpu_count>=1", "--json")
+    ).json()
+    assert [t["name"] for t in data] == ["a.gpu"]
+
+
+def test_flag_conflicts_and_bad_durations_are_usage_errors(cli, clouds) -> None:
+    assert cli("pricing", "-p", "cloud-a", "--refresh", "--offline").exit_code == 2
+    run = cli("pricing", "-p", "cloud-a", "--max-age", "soon")
+    assert run.exit_code == 2 and "--max-age" in run.stderr
+    run = cli("pricing", "-p", "cloud-a,cloud-b", "--start", NOW.isoformat())
+    assert run.exit_code == 2 and "one provider" in run.stderr
+    run = cli("pricing", "-p", "cloud-a", "--sort", "vcpus")
+    assert run.exit_code == 2 and "price" in run.stderr
+
+
+def test_stale_data_is_served_with_a_warning_and_marked(cli, clouds) -> None:
+    clouds["cloud-a"].age = timedelta(days=3)
+    ok(cli("pricing", "-p", "cloud-a"))
+    clouds["cloud-a"].fail = ShoalError("host down")
+    run = ok(cli("pricing", "-p", "cloud-a", "--json"))
+    assert run.json()[0]["stale"] is True
+    assert "refresh failed (host down)" in run.stderr and "3d ago" in run.stderr
+    run = cli("pricing", "-p", "cloud-a", "--offline", "--max-age", "1d")
+    assert run.exit_code == 1 and "older than --max-age" in run.stderr
+
+
+def test_resources_is_not_a_cloud_view(cli, clouds) -> None:
+    run = cli("resources", "-p", "cloud-a")
+    assert run.exit_code == 2 and "shoal pricing" in run.stderr
+
+
+def test_catalog_status_export_and_import(cli, clouds, home: Path, tmp_path: Path) -> None:
+    ok(cli("pricing", "-p", "cloud-a", "--region", "all"))
+    status = ok(cli("catalog", "status", "--json")).json()
+    assert [(s["provider"], s["region"], s["instanceTypes"]) for s in status] == [
+        ("cloud-a", "r1", 2),
+        ("cloud-a", "r2", 2),
+    ]
+    path = tmp_path / "cloud-a.json.gz"
+    run = ok(cli("catalog", "export", "-p", "cloud-a", "-o", str(path)))
+    assert "2 regions" in run.stderr and run.stdout == ""
+    exported = json.loads(ok(cli("catalog", "export", "-p", "cloud-a")).stdout)
+    assert exported["format"] == "shoal-catalog" and len(exported["snapshots"]) == 2
+    for cache_file in (home / "cache").glob("catalog.sqlite*"):
+        cache_file.unlink()
+    clouds["cloud-a"].fail = ShoalError("no network here")
+    report = ok(cli("catalog", "import", str(path), "--json")).json()
+    assert report == [
+        {"provider": "cloud-a", "imported": ["r1", "r2"], "kept": [], "historyAdded": 4}
+    ]
+    data = ok(cli("pricing", "-p", "cloud-a", "--offline", "--json")).json()
+    assert [d["region"]["name"] for d in data] == ["r1", "r2"]
+
+
+def test_import_of_a_bad_file_is_one_line_and_changes_nothing(cli, clouds, tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "shoal-catalog", "version": 1, "provider": "x", "snapshots": 3}')
+    run = cli("catalog", "import", str(bad))
+    assert run.exit_code == 1
+    assert "snapshots: expected list" in run.stderr and len(run.stderr.splitlines()) == 1
+    assert ok(cli("catalog", "status", "--json")).json() == []
+
+
+def test_azure_end_to_end_over_loopback(cli, tmp_path: Path) -> None:
+    """The real Azure fetcher behind the CLI: env base URL, cache, then offline."""
+    from tests.providers.apiserver import ApiServer
+    from tests.providers.azure import payloads
+
+    with ApiServer() as api:
+        api.route(payloads.PRICES_PATH, payloads.PricesApi(payloads.catalog(), base=api.base))
+        env = {"SHOAL_AZURE_PRICES_URL": api.base}
+        data = ok(cli("pricing", "-p", "azure", "-r", "eastus", "--json", env=env)).json()
+        run = ok(cli("pricing", "-p", "azure", "-r", "eastus", "--sort", "price", env=env))
+    (eastus,) = data
+    assert {
+        k: (v.get("onDemandPrice"), v.get("spotPrice")) for k, v in eastus["items"].items()
+    } == (payloads.EASTUS_OFFERS)
+    assert (
+        eastus["source"].startswith("http://127.0.0.1:")
+        and "SHOAL_AZURE_TOKEN" in (eastus["notes"][0])
+    )
+    assert run.stdout.index("Standard_D4ps_v5") < run.stdout.index("Standard_NC24ads_A100_v4")
+    assert "SHOAL_AZURE_TOKEN" in run.stderr  # the note, on stderr
+    types = ok(cli("types", "-p", "azure", "--offline", "--select", "gpu=A100", "--json")).json()
+    assert [(t["name"], t["vcpus"], t["gpu_count"]) for t in types] == [
+        ("Standard_NC24ads_A100_v4", 24, 1)
+    ]
