@@ -51,3 +51,29 @@ def interleaved_medians(
                     f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()}"
                 )
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+MEASURE = """
+import resource, subprocess, sys, time
+start = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+sys.stderr.write(done.stderr.decode())
+print(done.returncode, seconds, peak)
+"""
+
+
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS in MiB of the largest process in the command's tree.
+
+    A fresh measuring process runs the command, so its children's peak is this command's
+    alone (and its own start-up is outside the timed span).
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, *argv], env=env, capture_output=True, text=True, check=False
+    )
+    code, seconds, peak = done.stdout.split()
+    if int(code) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({code}): {done.stderr}")
+    return float(seconds), int(peak) // 1024

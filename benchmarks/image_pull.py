@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import check_installed, shoal_command
+from _timing import check_installed, measure, shoal_command
 
 BLOCK = 1024 * 1024
 
@@ -103,32 +103,6 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-MEASURE = """
-import resource, subprocess, sys, time
-start = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-sys.stderr.write(done.stderr.decode())
-print(done.returncode, seconds, peak)
-"""
-
-
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS in MiB of the largest process in the command's tree.
-
-    A fresh measuring process runs the command, so its children's peak is this command's
-    alone (and its own start-up is outside the timed span).
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", MEASURE, *argv], env=env, capture_output=True, text=True, check=False
-    )
-    code, seconds, peak = done.stdout.split()
-    if int(code) != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({code}): {done.stderr}")
-    return float(seconds), int(peak) // 1024
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big-mib", type=int, default=1024)
@@ -181,7 +155,7 @@ def main() -> None:
                 shoal_times, base_times, shoal_rss, base_rss = [], [], 0, 0
                 for i in range(args.runs):
                     out = root / f"run-{i}"
-                    seconds, rss = run(
+                    seconds, rss = measure(
                         [
                             *shoal,
                             "image",
@@ -203,7 +177,7 @@ def main() -> None:
                         f"curl -s {url} | tee >(sha256sum >/dev/null) | {decompress} "
                         f"| tar -x -C {out}"
                     )
-                    seconds, rss = run(["bash", "-c", pipeline], env)
+                    seconds, rss = measure(["bash", "-c", pipeline], env)
                     base_times.append(seconds)
                     base_rss = max(base_rss, rss)
                     shutil.rmtree(out)

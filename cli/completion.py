@@ -7,7 +7,7 @@ differ from what the app generates, so they never go stale.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ class Cmd:
     name: str
     help: str
     options: list[Opt]
+    subcommands: list[Cmd] = field(default_factory=list)  # a group: `image pull`
 
 
 def _first_line(text: str | None) -> str:
@@ -62,11 +63,17 @@ def command_tree() -> tuple[list[Opt], list[Cmd]]:
     from cli.app import app
 
     root: Any = typer.main.get_command(app)
-    commands = [
-        Cmd(name, _first_line(sub.help), _options(sub))
-        for name, sub in sorted(root.commands.items())
-    ]
-    return _options(root), commands
+
+    def build(name: str, command: Any) -> Cmd:
+        children = sorted(getattr(command, "commands", {}).items())
+        return Cmd(
+            name,
+            _first_line(command.help),
+            _options(command),
+            [build(child_name, child) for child_name, child in children],
+        )
+
+    return _options(root), [build(name, sub) for name, sub in sorted(root.commands.items())]
 
 
 def _q(text: str) -> str:
@@ -80,19 +87,22 @@ def bash() -> str:
         f"# {HEADER.format(shell='bash')}",
         "_shoal() {",
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"',
-        '    local cmd="" i skip=0',
+        '    local cmd="" sub="" i skip=0',
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
         "        if ((skip)); then skip=0; continue; fi",
         '        case "${COMP_WORDS[i]}" in',
         f"            {'|'.join(valued) or '--'}) skip=1 ;;",
         "            -*) ;;",
-        '            *) cmd="${COMP_WORDS[i]}"; break ;;',
+        '            *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}";',
+        '               else sub="${COMP_WORDS[i]}"; break; fi ;;',
         "        esac",
         "    done",
         '    case "$prev" in',
     ]
     seen: set[str] = set()
-    for opt in globals_ + [o for c in commands for o in c.options]:
+    every = [o for c in commands for o in c.options]
+    every += [o for c in commands for sub in c.subcommands for o in sub.options]
+    for opt in globals_ + every:
         if opt.choices and opt.names[0] not in seen:
             seen.add(opt.names[0])
             names = "|".join(n for n in opt.names if n.startswith("-"))
@@ -103,7 +113,16 @@ def bash() -> str:
     lines += ["    esac", "    local words", '    case "$cmd" in']
     for cmd in commands:
         words = " ".join(n for o in cmd.options for n in o.names)
-        lines.append(f"        {cmd.name}) words={_q(words)} ;;")
+        if not cmd.subcommands:
+            lines.append(f"        {cmd.name}) words={_q(words)} ;;")
+            continue
+        lines.append(f'        {cmd.name}) case "$sub" in')
+        for sub in cmd.subcommands:
+            sub_words = " ".join(n for o in sub.options for n in o.names)
+            lines.append(f"            {sub.name}) words={_q(sub_words)} ;;")
+        names = " ".join([s.name for s in cmd.subcommands] + [words])
+        lines.append(f"            *) words={_q(names)} ;;")
+        lines.append("        esac ;;")
     top = " ".join([c.name for c in commands] + [n for o in globals_ for n in o.names])
     lines += [
         f"        *) words={_q(top)} ;;",
@@ -150,6 +169,13 @@ def zsh() -> str:
     ]
     for cmd in commands:
         specs = " ".join(spec for o in cmd.options for spec in _zsh_spec(o))
+        if cmd.subcommands:
+            names = " ".join(sub.name for sub in cmd.subcommands)
+            first = _q(f"1:subcommand:({names})")
+            lines.append(
+                f"                {cmd.name}) _arguments {specs} {first} '*:file:_files' ;;"
+            )
+            continue
         lines.append(f"                {cmd.name}) _arguments {specs} '*:file:_files' ;;")
     lines += ["            esac ;;", "    esac", "}", '_shoal "$@"', ""]
     return "\n".join(lines)
@@ -176,6 +202,14 @@ def fish() -> str:
     for cmd in commands:
         condition = f"__fish_seen_subcommand_from {cmd.name}"
         lines += [_fish_opt(o, condition) for o in cmd.options]
+        if cmd.subcommands:
+            names = " ".join(sub.name for sub in cmd.subcommands)
+            choosing = f"{condition}; and not __fish_seen_subcommand_from {names}"
+            for sub in cmd.subcommands:
+                lines.append(f"complete -c shoal -n {_q(choosing)} -a {sub.name} -d {_q(sub.help)}")
+            for sub in cmd.subcommands:
+                inside = f"{condition}; and __fish_seen_subcommand_from {sub.name}"
+                lines += [_fish_opt(o, inside) for o in sub.options]
     return "\n".join(lines) + "\n"
 
 

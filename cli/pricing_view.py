@@ -60,13 +60,14 @@ def render_pricing(
         if as_json:
             output.emit_json(to_wire(results))
             return
+        kinds = any(p.kind for p in results.values())  # observed/forecast: cloud history
         rows = [
-            [at, p.region.name, p.kind or None, name, *_prices(item)]
+            [at, p.region.name, *([p.kind] if kinds else []), name, *_prices(item)]
             for at, p in results.items()
             for name, item in sorted(p.items.items())
         ]
-        columns = ["At", "Region", "Kind", "Type", "On-demand /h", "Spot /h", "Scheduled /h"]
-        output.table("pricing", columns, rows)
+        columns = ["At", "Region", *(["Kind"] if kinds else []), "Type"]
+        output.table("pricing", [*columns, "On-demand /h", "Spot /h", "Scheduled /h"], rows)
         methods = sorted({p.method for p in results.values() if p.method})
         if methods:
             output.message(f"forecast method: {', '.join(methods)} (see README 'Forecasts')")

@@ -51,7 +51,15 @@ def test_bash_completes_subcommands_options_and_values() -> None:
     assert "--dry-run" in _bash_complete(["shoal", "alloc", "--dr"])
     assert _bash_complete(["shoal", "--home", "/tmp/x", "types", "--so"]) == ["--sort"]
     assert _bash_complete(["shoal", "alloc", "--driver", "pro"]) == ["process"]
-    assert _bash_complete(["shoal", "pricing", "--provider", ""]) == ["local"]
+    assert _bash_complete(["shoal", "pricing", "--provider", ""]) == [
+        "aws",
+        "azure",
+        "gcp",
+        "local",
+    ]
+    assert _bash_complete(["shoal", "image", ""]) == ["list", "pull", "rm", "--help", "-h"]
+    assert "--sum" in _bash_complete(["shoal", "image", "pull", "--s"])
+    assert _bash_complete(["shoal", "catalog", "export", "--prov"]) == ["--provider"]
 
 
 def test_fish_completes_subcommands_options_and_values() -> None:
@@ -66,4 +74,6 @@ def test_fish_completes_subcommands_options_and_values() -> None:
 
     assert complete("shoal res") == ["resources"]
     assert set(complete("shoal alloc --dr")) == {"--driver", "--dry-run"}
-    assert complete("shoal pricing --provider ") == ["local"]
+    assert complete("shoal pricing --provider ") == ["aws", "azure", "gcp", "local"]
+    assert complete("shoal image ") == ["list", "pull", "rm"]
+    assert "--sum" in complete("shoal image pull --s")
