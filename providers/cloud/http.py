@@ -52,8 +52,12 @@ class CloudHttp:
         policy: RetryPolicy | None = None,
         client: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        refused: Callable[[int, str], bool] | None = None,
     ) -> None:
+        """`refused(status, api_message)` marks other answers as refused credentials (GCP
+        answers an unknown API key with 400 INVALID_ARGUMENT, not 401/403)."""
         self.provider = provider
+        self.refused = refused
         self.auth_hint = auth_hint
         self.secrets = [s for s in secrets if s]
         self.policy = policy or RetryPolicy()
@@ -100,7 +104,7 @@ class CloudHttp:
         code = response.status_code
         detail = self._error_detail(response)
         where = f"{self._where(url)}: HTTP {code}{detail}"
-        if code in (401, 403):
+        if code in (401, 403) or (self.refused is not None and self.refused(code, detail)):
             return CredentialsError(f"{where}; {self.auth_hint or 'credentials were refused'}")
         if code == 404:
             return NotFoundError(f"{where}; check the URL (or its base URL setting)")

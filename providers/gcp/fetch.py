@@ -68,7 +68,14 @@ class GcpFetcher:
         self.token = token
         self.project = project
         self.max_pages = max_pages
-        self.billing = CloudHttp(PROVIDER, auth_hint=KEY_HINT, secrets=[api_key], policy=policy)
+        self.billing = CloudHttp(
+            PROVIDER,
+            auth_hint=KEY_HINT,
+            secrets=[api_key],
+            policy=policy,
+            # An unknown key is a 400 INVALID_ARGUMENT ("API key not valid"), not a 401/403.
+            refused=lambda status, message: status == 400 and "API key" in message,
+        )
         self.compute = CloudHttp(PROVIDER, auth_hint=TOKEN_HINT, secrets=[token], policy=policy)
         self._book: RateBook | None = None
         self._fetched_at: datetime | None = None
@@ -168,13 +175,7 @@ class GcpFetcher:
         )
 
     def _billing_get(self, params: dict[str, str]) -> Any:
-        try:
-            return self.billing.get_json(self.skus_url, params=params)
-        except ShoalError as exc:
-            # An unknown key is a 400 INVALID_ARGUMENT ("API key not valid"), not a 401/403.
-            if type(exc) is ShoalError and "HTTP 400" in str(exc) and "API key" in str(exc):
-                raise CredentialsError(f"{exc}; {KEY_HINT}") from None
-            raise
+        return self.billing.get_json(self.skus_url, params=params)
 
     # -- the Compute Engine API (token) --------------------------------------------------
 
