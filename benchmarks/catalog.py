@@ -33,7 +33,8 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ payload builders
+# tests/ payload builders; appended, so that `cli` still comes from the installed copy
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 from _timing import check_installed, interleaved_medians, measure, shoal_command
 
 OFFER_PATH = "/offers/v1.0/aws/AmazonEC2/20250101000000/{region}/index.json"
@@ -46,9 +47,14 @@ class QuietFiles(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # shoal hangs up once it has what it needs (it never reads the Reserved terms)
+
+
 def serve_dir(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     handler = functools.partial(QuietFiles, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 

@@ -25,3 +25,6 @@ ENV_GCP_COMPUTE_URL = "SHOAL_GCP_COMPUTE_URL"  # default https://compute.googlea
 ENV_GCP_API_KEY = "SHOAL_GCP_API_KEY"  # Cloud Billing Catalog API key
 ENV_GCP_TOKEN = "SHOAL_GCP_TOKEN"  # OAuth bearer token for the Compute Engine API
 ENV_GCP_PROJECT = "SHOAL_GCP_PROJECT"  # project whose machine types are listed
+
+# Kubernetes: where kubeconfig files are (colon-separated, as kubectl reads it).
+ENV_KUBECONFIG = "KUBECONFIG"

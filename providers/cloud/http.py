@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+MAX_REDIRECTS = 10
 
 
 @dataclass(frozen=True)
@@ -61,28 +62,35 @@ class CloudHttp:
         self.auth_hint = auth_hint
         self.secrets = [s for s in secrets if s]
         self.policy = policy or RetryPolicy()
-        self._client = client
+        self._client = client  # given (tests): used for every scheme
+        self._clients: dict[str, httpx.Client] = {}
         self._sleep = sleep
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def client(self) -> httpx.Client:
-        if self._client is None:
-            from providers.http import httpx
+    def client(self, url: str = "https://") -> httpx.Client:
+        """One client per scheme: loading the CA bundle costs ~40 ms and only https needs it
+        (a plain-http mirror or test server does not pay it)."""
+        if self._client is not None:
+            return self._client
+        from providers.http import httpx
 
-            self._client = httpx.Client(
-                follow_redirects=True,
+        scheme = "https" if url.startswith("https:") else "http"
+        if scheme not in self._clients:
+            self._clients[scheme] = httpx.Client(
+                verify=scheme == "https",
+                follow_redirects=False,  # by hand, in _follow
                 timeout=httpx.Timeout(
                     self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
                 ),
                 headers={"User-Agent": "shoal"},
             )
-        return self._client
+        return self._clients[scheme]
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
 
     def scrub(self, text: str) -> str:
         for secret in self.secrets:
@@ -139,6 +147,24 @@ class CloudHttp:
             return ""
         return f" ({self.scrub(' '.join(message.split()))[:200]})"
 
+    def _follow(
+        self, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
+    ) -> httpx.Response:
+        """One request, redirects followed by hand: each hop gets the client of its own
+        scheme, so a plain-http mirror redirecting to https is still verified."""
+        from urllib.parse import urljoin
+
+        for _ in range(MAX_REDIRECTS + 1):
+            client = self.client(url)
+            request = client.build_request("GET", url, params=params, headers=dict(headers or {}))
+            response = client.send(request, stream=True)
+            location = response.headers.get("location")
+            if response.status_code not in (301, 302, 303, 307, 308) or not location:
+                return response
+            response.close()
+            url, params = urljoin(str(request.url), location), None
+        raise ShoalError(f"{self._where(url)}: more than {MAX_REDIRECTS} redirects")
+
     def _send(
         self, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
     ) -> httpx.Response:
@@ -148,10 +174,7 @@ class CloudHttp:
         last = ""
         for attempt in range(self.policy.attempts):
             try:
-                request = self.client().build_request(
-                    "GET", url, params=params, headers=dict(headers or {})
-                )
-                response = self.client().send(request, stream=True)
+                response = self._follow(url, params, headers)
             except httpx.TransportError as exc:
                 name = type(exc).__name__
                 last = self.scrub(f"{name}: {exc}" if str(exc) else name)

@@ -117,3 +117,15 @@ def test_stream_that_cannot_resume_fails_clearly(api: ApiServer) -> None:
     api.fault("/big", "drop", after=1000)
     with pytest.raises(ProviderUnreachableError, match="cannot resume"):
         b"".join(http().stream(api.url("/big"), chunk_bytes=256))
+
+
+def test_redirects_are_followed_with_the_query_they_carry(api: ApiServer) -> None:
+    api.route("/old", lambda q, h: Reply(302, b"", {"Location": "/new?page=2"}))
+    api.route("/new", lambda q, h: Reply.json({"page": q.get("page")}))
+    assert http().get_json(api.url("/old"), params={"page": "1"}) == {"page": ["2"]}
+
+
+def test_a_redirect_loop_ends_with_a_clear_error(api: ApiServer) -> None:
+    api.route("/loop", lambda q, h: Reply(301, b"", {"Location": "/loop"}))
+    with pytest.raises(ShoalError, match="more than 10 redirects"):
+        http().get_json(api.url("/loop"))
