@@ -23,7 +23,8 @@ EPILOG = (
     "Exit codes: 0 ok, 1 error, 2 usage, 69 provider unreachable, 75 retry later "
     "(no capacity, timeout), 77 credentials, 78 config, 130 interrupted. "
     "NO_COLOR disables colour; SHOAL_DEBUG=1 shows tracebacks of unexpected errors. "
-    f"Cloud catalogs read {_CLOUD_ENV} (README: Cloud providers)."
+    f"Cloud catalogs read {_CLOUD_ENV} (README: Cloud providers); kubernetes reads "
+    f"{env.ENV_KUBECONFIG}."
 )
 
 
