@@ -100,13 +100,7 @@ def load_connection(
     """The connection for `context` (or the current context), from the first source kubectl
     would use."""
     listed = env.get(ENV_KUBECONFIG, "")
-    if listed:
-        paths = _unique(Path(p).expanduser() for p in listed.split(os.pathsep) if p)
-    else:
-        base = home if home is not None else Path(env.get("HOME") or Path.home())
-        paths = [base / ".kube" / "config"]
-    files = [_load_file(p) for p in paths if _exists(p)]
-    merged = _merge(files)
+    merged, paths = _load_merged(env, home)
     if merged.is_empty():
         if env.get(ENV_SERVICE_HOST) and env.get(ENV_SERVICE_PORT):
             if context not in (None, "", IN_CLUSTER):
@@ -125,6 +119,27 @@ def load_connection(
             "~/.kube/config (or run in a pod with a service account)"
         )
     return merged.connection(context)
+
+
+def _load_merged(env: Mapping[str, str], home: Path | None) -> tuple[_Merged, list[Path]]:
+    listed = env.get(ENV_KUBECONFIG, "")
+    if listed:
+        paths = _unique(Path(p).expanduser() for p in listed.split(os.pathsep) if p)
+    else:
+        base = home if home is not None else Path(env.get("HOME") or Path.home())
+        paths = [base / ".kube" / "config"]
+    return _merge([_load_file(p) for p in paths if _exists(p)]), paths
+
+
+def list_contexts(env: Mapping[str, str], *, home: Path | None = None) -> tuple[list[str], str]:
+    """The kubeconfig's context names and the current one (no network); in a pod without a
+    kubeconfig, the in-cluster service account's single context."""
+    merged, _ = _load_merged(env, home)
+    if merged.is_empty():
+        if env.get(ENV_SERVICE_HOST) and env.get(ENV_SERVICE_PORT):
+            return [IN_CLUSTER], IN_CLUSTER
+        load_connection(env, None, home=home)  # raises the one clear "no configuration" error
+    return sorted(merged.contexts), merged.current_context
 
 
 def _exists(path: Path) -> bool:
