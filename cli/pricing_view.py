@@ -103,11 +103,32 @@ def render_pricing(
         "As of (UTC)",
     ]
     output.table("pricing", columns, table_rows)
+    _pool_table(results)
     _notes(results)
     if any(r.pricing.provider == "local" and all(v is None for v in _prices(r.item)) for r in flat):
         output.message(
             "— = no price known; for the local provider, set [local.pricing] in the config file"
         )
+
+
+def _pool_table(results: Sequence[ResourcePricing]) -> None:
+    rows = [
+        [
+            p.region.name,
+            f"{pool.key}={pool.value}" if pool.value else f"{pool.key} (none)",
+            pool.nodes,
+            pool.spot_nodes,
+            round(pool.hourly, 4),
+            round(pool.used_hourly, 4),
+            round(pool.idle_hourly, 4),
+            pool.unpriced_nodes or None,
+        ]
+        for p in results
+        for pool in p.pools
+    ]
+    if rows:
+        columns = ["Region", "Pool", "Nodes", "Spot", "$/h", "Used $/h", "Idle $/h", "Unpriced"]
+        output.table("pool costs", columns, rows)
 
 
 def _prices(item: Any) -> list[float | None]:

@@ -30,6 +30,7 @@ _REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
     "driver",
     "shoal.drivers",
     {
+        "kubernetes": "drivers.kubernetes.driver:KubernetesDriver",
         "process": "drivers.process.driver:ProcessDriver",
         "test": "drivers.test.driver:TestDriver",
     },

@@ -208,6 +208,13 @@ def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
         out["drift"] = f"driver could not report status: {exc}"
         return out
     out["driver_status"] = seen
+    # Optional beyond the spec: what the workload is doing (kubernetes: phase and reason).
+    describe_workload = getattr(ctx.driver(row.driver), "describe", None)
+    if describe_workload is not None:
+        try:
+            out["detail"] = describe_workload(_resource(row))
+        except ShoalError as exc:
+            out["detail"] = {"error": str(exc)}
     if row.status == L.ALLOCATED and seen == STATUS_NONE:
         ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
         out["drift"] = "ledger said ALLOCATED but the driver reports NONE; marked GONE"

@@ -47,6 +47,7 @@ _REGISTRY: LazyRegistry[Factory] = LazyRegistry(
         "aws": "providers.cloud.factories:aws",
         "azure": "providers.cloud.factories:azure",
         "gcp": "providers.cloud.factories:gcp",
+        "kubernetes": "providers.kubernetes.catalog:KubernetesCatalog.from_settings",
     },
 )
 

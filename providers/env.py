@@ -28,3 +28,4 @@ ENV_GCP_PROJECT = "SHOAL_GCP_PROJECT"  # project whose machine types are listed
 
 # Kubernetes: where kubeconfig files are (colon-separated, as kubectl reads it).
 ENV_KUBECONFIG = "KUBECONFIG"
+ENV_KUBE_CONTEXT = "SHOAL_KUBE_CONTEXT"  # the context when neither --context nor --region says

@@ -120,12 +120,27 @@ class ResourcePricingItem:
 
 
 @dataclass
+class PoolCost:
+    """What one node pool costs per hour at the cloud catalog's cached prices (USD), split
+    into nodes that hold workloads (used) and nodes that hold none (idle)."""
+
+    key: str = field(default="")
+    value: str = field(default="")
+    nodes: int = field(default=0)
+    spot_nodes: int = field("spotNodes", default=0)
+    hourly: float = field(default=0.0)
+    used_hourly: float = field("usedHourly", default=0.0)
+    idle_hourly: float = field("idleHourly", default=0.0)
+    unpriced_nodes: int = field("unpricedNodes", omitempty=True, default=0)
+
+
+@dataclass
 class ResourcePricing:
     """The spec's ResourcePricing, plus where its numbers come from (all omitempty, so the
     spec's own fields read the same): the provider, the currency, `asOf` (when the data was
     fetched), `source`, `stale` (older than the provider's TTL), `notes` (what is missing
-    and why), for predictions `kind` (observed | forecast) and `method`, and `error` when a
-    provider of a multi-provider query failed."""
+    and why), for predictions `kind` (observed | forecast) and `method`, `error` when a
+    provider of a multi-provider query failed, and `pools` (kubernetes: cost per pool)."""
 
     region: RegionSpec = field(default_factory=RegionSpec)
     items: dict[str, ResourcePricingItem] = field(default_factory=dict)
@@ -138,6 +153,7 @@ class ResourcePricing:
     kind: str = field(omitempty=True, default="")
     method: str = field(omitempty=True, default="")
     error: str = field(omitempty=True, default="")
+    pools: list[PoolCost] = field(omitempty=True, default_factory=list)
 
 
 def selector_record(spec: InstanceTypeSpec, **extra: Any) -> dict[str, Any]:

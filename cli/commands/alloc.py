@@ -236,7 +236,11 @@ def status(
         output.emit_json(one)
         return
     fields = ["id", "driver", "status", "driver_status", "cpu", "ram", "created", "expires", "note"]
-    output.table(None, ["Field", "Value"], [[f, one.get(f)] for f in fields])
+    table_rows: list[list[Any]] = [[f, one.get(f)] for f in fields]
+    table_rows += [
+        [f"detail.{k}", v] for k, v in (one.get("detail") or {}).items() if v not in ("", None)
+    ]
+    output.table(None, ["Field", "Value"], table_rows)
     if one["drift"]:
         output.warn(f"drift: {one['drift']}")
 

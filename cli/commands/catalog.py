@@ -7,7 +7,7 @@ import typer
 
 from cli import output
 from cli.state import state
-from providers.env import DEFAULT_PROVIDER, ENV_PROVIDER
+from providers.env import DEFAULT_PROVIDER, ENV_KUBE_CONTEXT, ENV_PROVIDER
 from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
@@ -25,6 +25,12 @@ ProvidersOpt = Annotated[
         "-p",
         envvar=ENV_PROVIDER,
         help="Catalog provider(s) to ask; comma-separate to compare, e.g. aws,azure,gcp.",
+    ),
+]
+ContextOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--context", envvar=ENV_KUBE_CONTEXT, help="kubeconfig context (kubernetes provider)."
     ),
 ]
 RefreshOpt = Annotated[
@@ -69,8 +75,12 @@ def _catalog(
     refresh: bool = False,
     offline: bool = False,
     max_age: str | None = None,
+    context: str | None = None,
 ) -> "Catalog":
     from cli import wiring
+
+    if context:
+        state(ctx).env_overrides[ENV_KUBE_CONTEXT] = context
 
     return wiring.catalog(
         provider, wiring.with_freshness(state(ctx).settings(), refresh, offline, max_age)
@@ -121,12 +131,13 @@ def regions(
     provider: ProviderOpt = DEFAULT_PROVIDER,
     refresh: RefreshOpt = False,
     offline: OfflineOpt = False,
+    context: ContextOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the provider's regions."""
+    """List the provider's regions (kubernetes: the kubeconfig's contexts)."""
     from providers.wire import to_wire
 
-    found = _catalog(ctx, provider, refresh, offline).list_regions()
+    found = _catalog(ctx, provider, refresh, offline, context=context).list_regions()
     if as_json:
         output.emit_json(to_wire(found))
         return
@@ -147,6 +158,7 @@ def types(
     refresh: RefreshOpt = False,
     offline: OfflineOpt = False,
     max_age: MaxAgeOpt = None,
+    context: ContextOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List instance types (vCPUs, memory, GPUs) of the provider."""
@@ -154,7 +166,7 @@ def types(
     from providers.models import selector_record
     from providers.wire import to_wire
 
-    catalog = _catalog(ctx, provider, refresh, offline, max_age)
+    catalog = _catalog(ctx, provider, refresh, offline, max_age, context)
     chosen = selectors.parse(select or [])
     _refuse_price_keys(chosen, sort)
     found = []
@@ -251,13 +263,14 @@ def resources(
     select: SelectOpt = None,
     start: StartOpt = None,
     end: EndOpt = None,
+    context: ContextOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show supply, allocated and allocatable resources; with --start/--end, over a window."""
     from providers.wire import to_wire
 
     windowed, results = _gather(
-        _catalog(ctx, provider),
+        _catalog(ctx, provider, context=context),
         region,
         select,
         start,
@@ -302,6 +315,7 @@ def pricing(
     refresh: RefreshOpt = False,
     offline: OfflineOpt = False,
     max_age: MaxAgeOpt = None,
+    context: ContextOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show hourly prices per instance type: on-demand, spot and scheduled, with the currency
@@ -316,7 +330,7 @@ def pricing(
         raise UsageError("a window (--start/--end) is for one provider; give one --provider")
     windowed, results, failed = gather_pricing(
         names,
-        lambda name: _catalog(ctx, name, refresh, offline, max_age),
+        lambda name: _catalog(ctx, name, refresh, offline, max_age, context),
         lambda catalog: _gather(
             catalog,
             region,

@@ -189,7 +189,7 @@ def node_reason(node: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _is_spot(labels: Mapping[str, str], rules: PoolRules) -> bool:
+def is_spot(labels: Mapping[str, str], rules: PoolRules) -> bool:
     for label, values in rules.spot_rules.items():
         value = labels.get(label)
         if value is not None and value.lower() in (v.lower() for v in values):
@@ -239,7 +239,7 @@ def _node(obj: Mapping[str, Any], rules: PoolRules, chain: tuple[str, ...]) -> _
     return _Node(
         name=name,
         labels=labels,
-        spot=_is_spot(labels, rules),
+        spot=is_spot(labels, rules),
         pool_key=pool[0],
         pool=pool[1],
         instance_type=itype[1] if itype else UNKNOWN,

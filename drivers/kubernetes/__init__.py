@@ -1,0 +1,1 @@
+"""The kubernetes driver: allocations as Pods or Jobs in a cluster."""

@@ -1,0 +1,255 @@
+"""The `kubernetes` driver: each allocation is a Pod (or a Job) in a cluster.
+
+State lives in the cluster: the object carries shoal's labels and its allocation id, so
+every machine running shoal against the cluster sees it, and capacity is the cluster's own
+node and pod arithmetic (the `kubernetes` provider's), not a local count. The ledger records
+what this machine did. The driver is remote: it never counts against this host.
+
+Config (`[drivers."kubernetes/NAME"]`): context, namespace, kind (pod | job),
+grace_seconds, image (a default). Options (`-o`): image, entry, env, pool, node_selector,
+spot (true: spot nodes only, their taints tolerated; false: on-demand only), gpus,
+gpu_resource, kind.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from typing import TYPE_CHECKING, Any
+
+from drivers.base import UNLIMITED, ResourceDriverTask
+from drivers.kubernetes import manifest as M
+from drivers.options import Opt, load_config, parse_opts
+from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
+from providers.errors import UsageError
+from providers.settings import Settings
+
+if TYPE_CHECKING:
+    from providers.kubernetes.catalog import KubernetesCatalog
+    from providers.kubernetes.client import KubeClient
+
+ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+CONFIG: dict[str, Opt] = {
+    "context": Opt(str, "", "kubeconfig context (default: SHOAL_KUBE_CONTEXT or current)"),
+    "namespace": Opt(str, "", "namespace for the workloads (default: the context's)"),
+    "kind": Opt(str, "pod", "what an allocation creates: pod or job"),
+    "grace_seconds": Opt(int, 30, "termination grace period on free", 0),
+    "image": Opt(str, "", "image used when a definition names none"),
+}
+OPTIONS: dict[str, Opt] = {
+    "image": Opt(str, None, "container image, e.g. busybox:1.36"),
+    "entry": Opt(object, None, "command: a string (shell words) or a list; default the image's"),
+    "env": Opt(dict, {}, "extra environment variables"),
+    "pool": Opt(str, None, "node pool (value of the pool label)"),
+    "node_selector": Opt(dict, {}, "extra node labels to require"),
+    "spot": Opt(bool, None, "true: spot nodes only; false: on-demand only; unset: either"),
+    "gpus": Opt(int, 0, "GPUs to request", 0),
+    "gpu_resource": Opt(str, "nvidia.com/gpu", "extended resource name of the GPUs"),
+    "kind": Opt(str, None, "pod or job (default: the instance's)"),
+}
+
+
+def _argv(entry: Any) -> list[str]:
+    import shlex
+
+    if entry is None:
+        return []
+    if isinstance(entry, str):
+        try:
+            return shlex.split(entry)
+        except ValueError as exc:
+            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
+    if isinstance(entry, list) and all(isinstance(a, str) for a in entry):
+        return list(entry)
+    raise UsageError("options.entry must be a command string or a list of strings")
+
+
+class KubernetesDriver:
+    def __init__(self, full_name: str, settings: Settings) -> None:
+        self._name = full_name
+        self._settings = settings
+        self.cfg: dict[str, Any] = {}
+        self._catalog: KubernetesCatalog | None = None
+
+    def name(self) -> str:
+        return self._name
+
+    def is_remote(self) -> bool:
+        return True
+
+    def prepare(self, config: bytes) -> None:
+        from providers.errors import ConfigError
+
+        self.cfg = load_config(CONFIG, config, self._name)
+        if self.cfg["kind"] not in ("pod", "job"):
+            raise ConfigError(
+                f'config [drivers."{self._name}"].kind must be "pod" or "job", '
+                f"got {self.cfg['kind']!r}"
+            )
+
+    # -- the cluster ---------------------------------------------------------------------
+
+    def catalog(self) -> KubernetesCatalog:
+        if self._catalog is None:
+            from providers.kubernetes.catalog import KubernetesCatalog
+
+            catalog = KubernetesCatalog.from_settings(self._settings)
+            if self.cfg.get("context"):
+                catalog.context = self.cfg["context"]
+            self._catalog = catalog
+        return self._catalog
+
+    def client(self, context: str | None = None) -> KubeClient:
+        from providers.models import RegionSpec
+
+        return self.catalog().client(RegionSpec(name=context) if context else None)
+
+    def _namespace(self, client: KubeClient) -> str:
+        return str(self.cfg.get("namespace") or client.connection.namespace or "default")
+
+    # -- definitions and capacity --------------------------------------------------------
+
+    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
+        opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
+        opts["image"] = opts["image"] or self.cfg.get("image") or ""
+        if not opts["image"]:
+            raise UsageError(
+                "options.image: required, the container image; e.g. -o image=busybox:1.36 "
+                f'(or set image in [drivers."{self._name}"])'
+            )
+        opts["kind"] = opts["kind"] or self.cfg.get("kind") or "pod"
+        if opts["kind"] not in ("pod", "job"):
+            raise UsageError(f'options.kind must be "pod" or "job", got {opts["kind"]!r}')
+        opts["argv"] = _argv(opts["entry"])
+        for key, value in opts["env"].items():
+            if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
+                raise UsageError(f"options.env.{key}: names must be identifiers, values strings")
+        for key, value in opts["node_selector"].items():
+            if not isinstance(value, str) or not _LABEL_VALUE.match(value):
+                raise UsageError(f"options.node_selector.{key}: {value!r} is not a label value")
+        if opts["pool"] is not None and not _LABEL_VALUE.match(opts["pool"]):
+            raise UsageError(f"options.pool: {opts['pool']!r} is not a label value")
+        return opts
+
+    def validate_definition(self, definition: LabelDefinition) -> None:
+        self._options(definition)
+        if definition.resources.disks:
+            raise UsageError("resources.disks: the kubernetes driver takes no disks")
+
+    def validate_metadata(self, metadata: dict[str, Any]) -> None:
+        for key in metadata:
+            if not _ENV_NAME.match(key):
+                raise UsageError(f"--meta {key!r}: names must be identifiers to become env vars")
+
+    def _selector(self, opts: dict[str, Any]) -> dict[str, str]:
+        selector = dict(opts["node_selector"])
+        if opts["pool"]:
+            selector[self.catalog().rules.pool_label] = opts["pool"]
+        return selector
+
+    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        """How many fit on the nodes the definition may use, from the cluster's own node and
+        pod arithmetic; pods of shoal's still waiting to be scheduled are taken off."""
+        from drivers.kubernetes.fit import count_fits
+
+        opts = self._options(req)
+        catalog = self.catalog()
+        client = self.client()
+        # milli-units, as the arithmetic counts: cores, bytes, devices
+        wanted = {"cpu": req.resources.cpu * 1000, "memory": req.resources.ram * 2**30 * 1000}
+        if opts["gpus"]:
+            wanted[opts["gpu_resource"]] = opts["gpus"] * 1000
+        if not any(wanted.values()):
+            return UNLIMITED
+        return count_fits(
+            client,
+            catalog.rules,
+            selector=self._selector(opts),
+            spot=opts["spot"],
+            wanted=wanted,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
+        from providers.timeutil import parse_duration
+
+        opts = self._options(definition)
+        client = self.client()
+        namespace = self._namespace(client)
+        allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
+        name = M.object_name(allocation_id)
+        lifetime = definition.resources.lifetime
+        deadline = int(parse_duration(lifetime, "lifetime").total_seconds()) if lifetime else None
+        env = {str(k): str(v) for k, v in metadata.items()} | opts["env"]
+        spec = M.pod_spec(
+            image=opts["image"],
+            argv=opts["argv"],
+            env=env,
+            cpu=definition.resources.cpu,
+            ram_gib=definition.resources.ram,
+            gpus=opts["gpus"],
+            gpu_resource=opts["gpu_resource"],
+            node_selector=self._selector(opts),
+            spot=opts["spot"],
+            spot_rules=self.catalog().rules.spot_rules,
+            deadline_seconds=deadline,
+        )
+        body = M.manifest(opts["kind"], name, namespace, allocation_id, socket.gethostname(), spec)
+        created = client.create(M.path(opts["kind"], namespace), body)
+        uid = str((created.get("metadata") or {}).get("uid", ""))
+        return Resource(
+            identifier=allocation_id,
+            metadata={
+                "kind": opts["kind"],
+                "namespace": namespace,
+                "name": name,
+                "context": client.connection.context,
+                "uid": uid,
+            },
+        )
+
+    def _where(self, res: Resource) -> tuple[KubeClient, str, str, str]:
+        meta = res.metadata or {}
+        client = self.client(meta.get("context") or None)
+        kind = str(meta.get("kind") or self.cfg.get("kind") or "pod")
+        namespace = str(meta.get("namespace") or self._namespace(client))
+        name = str(meta.get("name") or M.object_name(res.identifier))
+        return client, kind, namespace, name
+
+    def _get(self, res: Resource) -> tuple[str, dict[str, Any] | None, KubeClient, str]:
+        from providers.errors import NotFoundError
+
+        client, kind, namespace, name = self._where(res)
+        try:
+            return kind, client.get(M.path(kind, namespace, name)), client, namespace
+        except NotFoundError:
+            return kind, None, client, namespace
+
+    def status(self, res: Resource) -> str:
+        from drivers.kubernetes.state import holds
+
+        kind, obj, _, _ = self._get(res)
+        return STATUS_ALLOCATED if obj is not None and holds(kind, obj) else STATUS_NONE
+
+    def describe(self, res: Resource) -> dict[str, Any]:
+        """The workload as the cluster sees it: phase, reason (e.g. Unschedulable,
+        ImagePullBackOff), message, node, exit code; shown by `shoal status ID`."""
+        from drivers.kubernetes.state import describe_job, describe_pod
+
+        kind, obj, client, namespace = self._get(res)
+        if obj is None:
+            return {"phase": "Gone", "reason": "NotFound", "message": "the object is gone"}
+        if kind == "pod":
+            return describe_pod(obj)
+        return describe_job(obj, client, namespace)
+
+    def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
+        return None
+
+    def deallocate(self, res: Resource) -> None:
+        client, kind, namespace, name = self._where(res)
+        client.delete(M.path(kind, namespace, name), grace_seconds=self.cfg["grace_seconds"])

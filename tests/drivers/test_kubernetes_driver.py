@@ -1,0 +1,335 @@
+"""The kubernetes driver through the CLI, against the loopback Kubernetes API server: pods
+and jobs created from definitions, capacity from the cluster's arithmetic, status with the
+pod's reason, free with a grace period, and the errors users meet."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.providers.kubernetes.apiserver import ApiServer
+from tests.providers.kubernetes.objects import eks_node, karpenter_node, pod
+
+TOKEN = "tok-driver-0123456789"
+Cli = Callable[..., Any]
+SMALL = ("--cpu", "1", "--ram", "1")  # overridden by later flags
+
+
+def kubeconfig(path: Path, server: str, token: str = TOKEN, namespace: str = "team-a") -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "test",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [
+                    {
+                        "name": "test",
+                        "context": {"cluster": "c", "user": "u", "namespace": namespace},
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def api() -> Iterator[ApiServer]:
+    with ApiServer(tokens=[TOKEN]) as server:
+        server.add("nodes", eks_node("cpu-1", nodegroup="general", instance_type="m6i.2xlarge"))
+        server.add(
+            "nodes",
+            karpenter_node(
+                "gpu-1",
+                nodepool="gpu",
+                instance_type="p5.48xlarge",
+                spot=True,
+                gpus=8,
+                product="NVIDIA-H100-80GB-HBM3",
+                cpu="191450m",
+                memory="2002Gi",
+            ),
+        )
+        yield server
+
+
+@pytest.fixture
+def env(api: ApiServer, tmp_path: Path) -> dict[str, str]:
+    return {"KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", api.base))}
+
+
+def ok(run: Any) -> Any:
+    assert run.exit_code == 0, run.stderr
+    return run
+
+
+def alloc(cli: Cli, env: dict[str, str], *extra: str) -> dict[str, Any]:
+    run = cli("alloc", "--driver", "kubernetes", "--json", *SMALL, *extra, env=env)
+    assert run.exit_code == 0, run.stderr
+    return run.json()  # type: ignore[no-any-return]
+
+
+def test_alloc_creates_a_marked_pod_with_requests_deadline_and_env(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    made = alloc(
+        cli,
+        env,
+        "--cpu",
+        "2",
+        "--ram",
+        "4",
+        "--lifetime",
+        "10m",
+        "-o",
+        "image=busybox:1.36",
+        "-o",
+        "entry=sleep 600",
+        "--meta",
+        "JOB=build-7",
+    )
+    assert made["status"] == "ALLOCATED"
+    name = made["resource"]["metadata"]["name"]
+    assert made["resource"]["metadata"]["namespace"] == "team-a"
+    created = api.get("pods", "team-a", name)
+    assert created is not None
+    meta, spec = created["metadata"], created["spec"]
+    assert meta["labels"]["app.kubernetes.io/managed-by"] == "shoal"
+    assert meta["labels"]["shoal.dev/allocation"] == made["id"]
+    (container,) = spec["containers"]
+    assert container["image"] == "busybox:1.36" and container["command"] == ["sleep", "600"]
+    assert container["resources"]["requests"] == {"cpu": "2", "memory": "4Gi"}
+    assert container["resources"]["limits"] == container["resources"]["requests"]
+    assert spec["activeDeadlineSeconds"] == 600 and spec["restartPolicy"] == "Never"
+    env_vars = {e["name"]: e["value"] for e in container["env"]}
+    assert env_vars["JOB"] == "build-7" and env_vars["SHOAL_ALLOCATION_ID"] == made["id"]
+
+
+def test_spot_gpu_request_selects_pool_and_tolerates_spot(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    made = alloc(
+        cli,
+        env,
+        "--cpu",
+        "8",
+        "--ram",
+        "64",
+        "-o",
+        "image=trainer:1",
+        "-o",
+        "gpus=2",
+        "-o",
+        "spot=true",
+        "-o",
+        "pool=gpu",
+    )
+    spec = api.get("pods", "team-a", made["resource"]["metadata"]["name"])["spec"]  # type: ignore[index]
+    assert spec["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "2"
+    assert spec["nodeSelector"] == {"karpenter.sh/nodepool": "gpu"}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]} in [
+        t["matchExpressions"][0] for t in terms["nodeSelectorTerms"]
+    ]
+    assert any(t["key"] == "karpenter.sh/capacity-type" for t in spec["tolerations"])
+
+
+def test_dry_run_counts_from_the_cluster(cli: Cli, api: ApiServer, env: dict[str, str]) -> None:
+    # The GPU node has 8 GPUs; a running pod holds 6 of them: 1 more pair fits.
+    api.add(
+        "pods",
+        pod(
+            "busy",
+            "gpu-1",
+            containers=[{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "6"}}}],
+        ),
+    )
+    run = ok(
+        cli(
+            "alloc",
+            "--driver",
+            "kubernetes",
+            "--dry-run",
+            "--json",
+            *SMALL,
+            "-o",
+            "image=x",
+            "-o",
+            "gpus=2",
+            env=env,
+        )
+    )
+    assert run.json()["fits"] == 1
+    run = ok(
+        cli(
+            "alloc",
+            "--driver",
+            "kubernetes",
+            "--dry-run",
+            "--json",
+            *SMALL,
+            "-o",
+            "image=x",
+            "-o",
+            "gpus=2",
+            "-o",
+            "spot=false",
+            env=env,
+        )
+    )
+    assert run.json()["fits"] == 0
+
+
+def test_no_room_is_retryable_and_nothing_is_created(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    run = cli("alloc", "--driver", "kubernetes", *SMALL, "-o", "image=x", "-o", "gpus=16", env=env)
+    assert run.exit_code == 75
+    assert api.names("pods") == []
+
+
+def test_status_shows_why_a_pod_is_pending_then_gone(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    made = alloc(cli, env, "--cpu", "1", "-o", "image=busybox")
+    name = made["resource"]["metadata"]["name"]
+    api.update(
+        "pods",
+        "team-a",
+        name,
+        {
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/2 nodes are available: 2 Insufficient cpu.",
+                    }
+                ],
+            }
+        },
+    )
+    shown = ok(cli("status", made["id"], "--json", env=env)).json()
+    assert shown["driver_status"] == "ALLOCATED"
+    assert shown["detail"]["reason"] == "Unschedulable"
+    assert "Insufficient cpu" in shown["detail"]["message"]
+    table = ok(cli("status", made["id"], env=env)).stdout
+    assert "detail.reason" in table and "Unschedulable" in table
+    api.update(
+        "pods",
+        "team-a",
+        name,
+        {
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "state": {
+                            "waiting": {
+                                "reason": "ImagePullBackOff",
+                                "message": 'Back-off pulling image "busybox"',
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
+    shown = ok(cli("status", made["id"], "--json", env=env)).json()
+    assert shown["detail"]["reason"] == "ImagePullBackOff"
+    api.update(
+        "pods",
+        "team-a",
+        name,
+        {
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {"name": "main", "state": {"terminated": {"reason": "Error", "exitCode": 3}}}
+                ],
+            }
+        },
+    )
+    shown = ok(cli("status", made["id"], "--json", env=env)).json()
+    assert shown["driver_status"] == "NONE" and shown["status"] == "GONE"
+    assert shown["detail"]["exit_code"] == 3
+
+
+def test_free_deletes_with_grace_and_twice_is_harmless(
+    cli: Cli, api: ApiServer, env: dict[str, str], write_config: Any
+) -> None:
+    write_config('[drivers."kubernetes/default"]\ngrace_seconds = 5\n')
+    made = alloc(cli, env, "--cpu", "1", "-o", "image=busybox")
+    name = made["resource"]["metadata"]["name"]
+    ok(cli("free", made["id"], env=env))
+    assert api.get("pods", "team-a", name) is None
+    assert ("pods", "team-a", name, 5) in api.deletions
+    again = ok(cli("free", made["id"], env=env))
+    assert "already freed" in again.stdout + again.stderr
+
+
+def test_free_of_a_pod_someone_else_deleted_is_harmless(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    made = alloc(cli, env, "--cpu", "1", "-o", "image=busybox")
+    api._remove("pods", f"team-a/{made['resource']['metadata']['name']}")
+    ok(cli("free", made["id"], env=env))
+
+
+def test_job_kind_creates_a_job(
+    cli: Cli, api: ApiServer, env: dict[str, str], write_config: Any
+) -> None:
+    write_config('[drivers."kubernetes/batch"]\nkind = "job"\n')
+    made = alloc(cli, env, "--driver", "kubernetes/batch", "--lifetime", "1h", "-o", "image=x")
+    job = api.get("jobs", "team-a", made["resource"]["metadata"]["name"])
+    assert job is not None and job["spec"]["activeDeadlineSeconds"] == 3600
+    assert job["spec"]["backoffLimit"] == 0
+    ok(cli("free", made["id"], env=env))
+    assert api.get("jobs", "team-a", made["resource"]["metadata"]["name"]) is None
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ((), "options.image"),
+        (("-o", "image=x", "-o", "kind=deployment"), "options.kind"),
+        (("-o", "image=x", "-o", "pool=bad value"), "options.pool"),
+        (("-o", "image=x", "-o", "gpus=-1"), "options.gpus"),
+    ],
+)
+def test_bad_definitions_are_usage_errors(
+    cli: Cli, env: dict[str, str], options: tuple[str, ...], named: str
+) -> None:
+    run = cli("alloc", "--driver", "kubernetes", *SMALL, *options, env=env)
+    assert run.exit_code == 2 and named in run.stderr
+
+
+def test_credentials_refused_and_cluster_unreachable(
+    cli: Cli, api: ApiServer, tmp_path: Path
+) -> None:
+    bad = {"KUBECONFIG": str(kubeconfig(tmp_path / "bad", api.base, token="tok-wrong-9999"))}
+    run = cli("alloc", "--driver", "kubernetes", "-o", "image=x", *SMALL, env=bad)
+    assert run.exit_code == 77 and "tok-wrong-9999" not in run.stderr
+    with ApiServer() as gone:
+        base = gone.base
+    down = {"KUBECONFIG": str(kubeconfig(tmp_path / "down", base))}
+    run = cli("alloc", "--driver", "kubernetes", "-o", "image=x", *SMALL, env=down)
+    assert run.exit_code == 69
+
+
+def test_forbidden_namespace_is_a_credentials_error(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    api.forbidden_namespaces.add("team-a")
+    run = cli("alloc", "--driver", "kubernetes", "-o", "image=x", *SMALL, env=env)
+    assert run.exit_code == 77 and "team-a" in run.stderr
