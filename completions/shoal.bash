@@ -12,8 +12,8 @@ _shoal() {
         esac
     done
     case "$prev" in
-        --driver|-d) COMPREPLY=($(compgen -W 'process test' -- "$cur")); return ;;
-        --provider|-p) COMPREPLY=($(compgen -W 'aws azure gcp local' -- "$cur")); return ;;
+        --driver|-d) COMPREPLY=($(compgen -W 'kubernetes process test' -- "$cur")); return ;;
+        --provider|-p) COMPREPLY=($(compgen -W 'aws azure gcp kubernetes local' -- "$cur")); return ;;
     esac
     local words
     case "$cmd" in
@@ -32,12 +32,12 @@ _shoal() {
             rm) words='--out --json --help -h' ;;
             *) words='list pull rm --help -h' ;;
         esac ;;
-        pricing) words='--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --json --help -h' ;;
-        regions) words='--provider -p --refresh --offline --json --help -h' ;;
-        resources) words='--provider -p --region -r --select -s --start --end --json --help -h' ;;
+        pricing) words='--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --help -h' ;;
+        regions) words='--provider -p --refresh --offline --context --json --help -h' ;;
+        resources) words='--provider -p --region -r --select -s --start --end --context --json --help -h' ;;
         status) words='--all --json --help -h' ;;
         task) words='--options --json --help -h' ;;
-        types) words='--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --json --help -h' ;;
+        types) words='--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --help -h' ;;
         *) words='alloc catalog drivers free image pricing regions resources status task types --home --config --help -h' ;;
     esac
     COMPREPLY=($(compgen -W "$words" -- "$cur"))
