@@ -22,19 +22,11 @@ OutOpt = Annotated[
 
 
 def _images_dir(ctx: typer.Context, out: Path | None) -> tuple[Path, dict[str, Any]]:
-    from providers.errors import ConfigError
+    from drivers.image.store import images_dir
     from providers.settings import config_section
 
     settings = state(ctx).settings()
-    config = config_section(settings.config, "image")
-    if out is not None:
-        return out, config
-    configured = config.get("dir")
-    if configured is not None and not isinstance(configured, str):
-        raise ConfigError("config [image].dir must be a path string")
-    return (
-        Path(configured).expanduser() if configured else settings.paths.data_dir / "images"
-    ), config
+    return out or images_dir(settings), config_section(settings.config, "image")
 
 
 @app.command()

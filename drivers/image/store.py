@@ -7,11 +7,25 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drivers.image.naming import check_component
 from drivers.image.pull import META_SUFFIX, locked
 from providers.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from providers.settings import Settings
+
+
+def images_dir(settings: Settings) -> Path:
+    """`[image] dir` from the config, else DATA/images."""
+    from providers.errors import ConfigError
+    from providers.settings import config_section
+
+    configured = config_section(settings.config, "image").get("dir")
+    if configured is not None and not isinstance(configured, str):
+        raise ConfigError("config [image].dir must be a path string")
+    return Path(configured).expanduser() if configured else settings.paths.data_dir / "images"
 
 
 def list_images(out_dir: Path) -> list[dict[str, Any]]:
