@@ -30,7 +30,10 @@ _REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
     "driver",
     "shoal.drivers",
     {
+        "container": "drivers.container.driver:ContainerDriver",
+        "docker": "drivers.container.driver:ContainerDriver",
         "kubernetes": "drivers.kubernetes.driver:KubernetesDriver",
+        "podman": "drivers.container.driver:ContainerDriver",
         "process": "drivers.process.driver:ProcessDriver",
         "test": "drivers.test.driver:TestDriver",
     },

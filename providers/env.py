@@ -29,3 +29,6 @@ ENV_GCP_PROJECT = "SHOAL_GCP_PROJECT"  # project whose machine types are listed
 # Kubernetes: where kubeconfig files are (colon-separated, as kubectl reads it).
 ENV_KUBECONFIG = "KUBECONFIG"
 ENV_KUBE_CONTEXT = "SHOAL_KUBE_CONTEXT"  # the context when neither --context nor --region says
+
+# Container driver: where the Docker-compatible engine listens (unix:///path or tcp://host:port).
+ENV_DOCKER_HOST = "DOCKER_HOST"

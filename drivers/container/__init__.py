@@ -1,0 +1,1 @@
+"""The container driver: allocations as containers of a Docker-compatible engine."""

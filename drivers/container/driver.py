@@ -1,0 +1,371 @@
+"""The `container` driver (aliases `docker`, `podman`): each allocation is a real container
+with hard CPU and memory limits, run by a Docker-compatible engine over its API.
+
+Images: `-o image=NAME` is an image the engine has, or an image `shoal image pull` unpacked
+(`NAME-VERSION` in the images dir, or a path): a `docker save` archive (it has a
+manifest.json) is loaded, any other tree is imported as the image's root filesystem, once.
+Limits: `--cpu` becomes NanoCpus, `--ram` the memory limit (swap off); metadata and
+`-o env={...}` the environment. `-o network=none|nat` (default nat); a MAC address is
+generated. Labels mark the container as shoal's with its allocation id.
+
+Capacity: a local engine shares this host, so the engine's CPUs and memory are the totals
+and the node's usage (every local driver's) is subtracted, as the spec's local drivers do;
+a remote engine (DOCKER_HOST=tcp://...) is counted by its own holdings only.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drivers.base import ResourceDriverTask
+from drivers.capacity import fit_count
+from drivers.options import Opt, load_config, parse_opts
+from drivers.types import (
+    STATUS_ALLOCATED,
+    STATUS_NONE,
+    ApplicationTask,
+    LabelDefinition,
+    Resource,
+    Resources,
+)
+from providers.errors import NotFoundError, ShoalError, UsageError
+from providers.settings import Settings
+
+if TYPE_CHECKING:
+    from drivers.container.engine import Engine
+
+ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
+MANAGED_BY = "dev.shoal.managed-by"
+ALLOCATION_LABEL = "dev.shoal.allocation"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+CONFIG: dict[str, Opt] = {
+    "socket": Opt(str, "", "engine address: unix:///path or tcp://host:port (default: found)"),
+    "cpu_limit": Opt(int, 0, "vCPUs to hand out, 0 = the engine's CPUs", 0),
+    "ram_limit": Opt(int, 0, "GiB to hand out, 0 = the engine's memory", 0),
+    "cpu_overbook": Opt(int, 0, "extra vCPUs tenants may share when all allow it", 0),
+    "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
+    "grace_seconds": Opt(int, 10, "stop -> kill grace period on free", 0),
+}
+OPTIONS: dict[str, Opt] = {
+    "image": Opt(str, None, "engine image name, an image dir NAME-VERSION, or a path"),
+    "entry": Opt(object, None, "command: a string (shell words) or a list; default the image's"),
+    "env": Opt(dict, {}, "extra environment variables"),
+    "network": Opt(str, "nat", "none or nat"),
+}
+
+
+def _argv(entry: Any) -> list[str]:
+    import shlex
+
+    if entry is None:
+        return []
+    if isinstance(entry, str):
+        try:
+            return shlex.split(entry)
+        except ValueError as exc:
+            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
+    if isinstance(entry, list) and all(isinstance(a, str) for a in entry):
+        return list(entry)
+    raise UsageError("options.entry must be a command string or a list of strings")
+
+
+def generated_mac() -> str:
+    """A random unicast, locally administered MAC (02:xx:...)."""
+    octets = [0x02, *(random.randrange(256) for _ in range(5))]
+    return ":".join(f"{o:02x}" for o in octets)
+
+
+def _tar_stream(root: Path) -> Iterator[bytes]:
+    """A tree as an uncompressed tar, produced as it is read (no temporary archive)."""
+    import tarfile
+
+    chunks: list[bytes] = []
+
+    class Sink:
+        def write(self, data: bytes) -> int:
+            chunks.append(bytes(data))
+            return len(data)
+
+    with tarfile.open(fileobj=Sink(), mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+        for path in sorted(root.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(root)), recursive=False)
+            if chunks:
+                yield b"".join(chunks)
+                chunks.clear()
+    if chunks:
+        yield b"".join(chunks)
+
+
+class ContainerDriver:
+    def __init__(self, full_name: str, settings: Settings) -> None:
+        self._name = full_name
+        self._settings = settings
+        self.cfg: dict[str, Any] = {}
+        self._engine: Engine | None = None
+        self._totals: tuple[int, int] | None = None
+
+    def name(self) -> str:
+        return self._name
+
+    def engine(self) -> Engine:
+        if self._engine is None:
+            from drivers.container.engine import Engine, locate
+
+            self._engine = Engine(locate(self.cfg.get("socket", ""), self._settings.env))
+        return self._engine
+
+    def is_remote(self) -> bool:
+        return self.engine().is_remote
+
+    def prepare(self, config: bytes) -> None:
+        self.cfg = load_config(CONFIG, config, self._name)
+
+    def _engine_totals(self) -> tuple[int, int]:
+        """The engine's CPUs and memory (GiB), asked once; no engine is a clear error."""
+        if self._totals is None:
+            info = self.engine().info()
+            cpus = int(info.get("NCPU") or 0)
+            ram = int(info.get("MemTotal") or 0) // 2**30
+            self._totals = (cpus, ram)
+        return self._totals
+
+    # -- definitions and capacity --------------------------------------------------------
+
+    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
+        opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
+        if not opts["image"]:
+            raise UsageError(
+                "options.image: required: an engine image, an image dir from `shoal image "
+                "pull` (NAME-VERSION), or a path; e.g. -o image=busybox-1.36"
+            )
+        if opts["network"] not in ("none", "nat"):
+            raise UsageError(f'options.network must be "none" or "nat", got {opts["network"]!r}')
+        opts["argv"] = _argv(opts["entry"])
+        for key, value in opts["env"].items():
+            if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
+                raise UsageError(f"options.env.{key}: names must be identifiers, values strings")
+        return opts
+
+    def validate_definition(self, definition: LabelDefinition) -> None:
+        self._options(definition)
+        if definition.resources.disks:
+            raise UsageError("resources.disks: the container driver takes no disks")
+
+    def validate_metadata(self, metadata: dict[str, Any]) -> None:
+        for key in metadata:
+            if not _ENV_NAME.match(key):
+                raise UsageError(f"--meta {key!r}: names must be identifiers to become env vars")
+
+    def _limits(self) -> tuple[int, int]:
+        cpus, ram = self._engine_totals()
+        return self.cfg["cpu_limit"] or cpus, self.cfg["ram_limit"] or ram
+
+    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        cpu, ram = self._limits()
+        engine_cpus, engine_ram = self._engine_totals()
+        if req.resources.cpu > engine_cpus or req.resources.ram > engine_ram:
+            raise UsageError(
+                f"resources: cpu={req.resources.cpu} ram={req.resources.ram}GiB is more than "
+                f"the engine has (cpu={engine_cpus} ram={engine_ram}GiB)"
+            )
+        return fit_count(
+            cpu,
+            ram,
+            self.cfg["cpu_overbook"],
+            self.cfg["ram_overbook"],
+            node_usage,
+            req.resources,
+        )
+
+    # -- images --------------------------------------------------------------------------
+
+    def _image(self, wanted: str) -> str:
+        """The engine's name for `wanted`, loading or importing an unpacked image once."""
+        from drivers.image.store import images_dir
+
+        candidates = []
+        if "/" in wanted and Path(wanted).expanduser().is_dir():
+            candidates.append(Path(wanted).expanduser())
+        elif "/" not in wanted and ":" not in wanted:
+            candidates.append(images_dir(self._settings) / wanted)
+        directory = next((c for c in candidates if c.is_dir()), None)
+        engine = self.engine()
+        if directory is None:
+            if engine.image_exists(wanted):
+                return wanted
+            raise NotFoundError(
+                f"options.image: {wanted!r} is neither an image the engine has nor an image "
+                "dir; `shoal image pull URL` it, or import/pull it into the engine"
+            )
+        manifest = directory / "manifest.json"
+        if manifest.is_file():
+            return self._load_saved(directory, manifest)
+        name = _NAME.sub("-", directory.name.lower()).strip("-.") or "image"
+        reference = f"shoal-{name}:latest"
+        if not engine.image_exists(reference) and not engine.image_exists(f"localhost/{reference}"):
+            engine.import_rootfs(_tar_stream(directory), f"shoal-{name}", "latest")
+        return reference
+
+    def _load_saved(self, directory: Path, manifest: Path) -> str:
+        """A `docker save` tree: load it (as a tar of the tree) unless its tag is there."""
+        import tempfile
+
+        try:
+            entries = json.loads(manifest.read_text())
+            tags = entries[0].get("RepoTags") or []
+        except (OSError, ValueError, IndexError, AttributeError, TypeError):
+            raise ShoalError(f"{manifest}: not a docker save manifest") from None
+        engine = self.engine()
+        if tags and engine.image_exists(tags[0]):
+            return str(tags[0])
+        with tempfile.TemporaryFile() as archive:
+            for chunk in _tar_stream(directory):
+                archive.write(chunk)
+            archive.seek(0)
+            engine.load(archive)
+        if not tags:
+            raise ShoalError(f"{manifest}: the archive names no RepoTags; tag it when saving")
+        return str(tags[0])
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
+        opts = self._options(definition)
+        engine = self.engine()
+        image = self._image(opts["image"])
+        allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
+        name = _NAME.sub("-", f"shoal-{allocation_id}").strip("-")
+        env = {str(k): str(v) for k, v in metadata.items()} | opts["env"]
+        mac = generated_mac()
+        ram_bytes = definition.resources.ram * 2**30
+        body: dict[str, Any] = {
+            "Image": image,
+            "Env": [f"{k}={v}" for k, v in sorted(env.items())],
+            "Labels": {MANAGED_BY: "shoal", ALLOCATION_LABEL: allocation_id},
+            "Hostname": name[:63],
+            "HostConfig": {
+                "NanoCpus": definition.resources.cpu * 10**9,
+                "Memory": ram_bytes,
+                "MemorySwap": ram_bytes,  # no swap beyond the limit
+                "NetworkMode": "none" if opts["network"] == "none" else "bridge",
+            },
+        }
+        if opts["network"] != "none":
+            body["MacAddress"] = mac
+        if opts["argv"]:
+            body["Cmd"] = opts["argv"]
+        cid = engine.create(name, body)
+        try:
+            engine.start(cid)
+            seen = engine.inspect(cid)
+        except BaseException:
+            engine.remove(cid)
+            raise
+        network = seen.get("NetworkSettings") or {}
+        ip = network.get("IPAddress") or ""
+        for attached in (network.get("Networks") or {}).values():
+            ip = ip or attached.get("IPAddress") or ""
+            mac = attached.get("MacAddress") or mac
+        return Resource(
+            identifier=allocation_id,
+            hw_addr=mac if opts["network"] != "none" else "",
+            ip_addr=ip,
+            metadata={"container": cid, "name": name, "image": image},
+        )
+
+    def _cid(self, res: Resource) -> str:
+        meta = res.metadata or {}
+        return str(meta.get("container") or _NAME.sub("-", f"shoal-{res.identifier}"))
+
+    def status(self, res: Resource) -> str:
+        try:
+            seen = self.engine().inspect(self._cid(res))
+        except NotFoundError:
+            return STATUS_NONE
+        state = seen.get("State") or {}
+        return STATUS_ALLOCATED if state.get("Running") or state.get("Paused") else STATUS_NONE
+
+    def describe(self, res: Resource) -> dict[str, Any]:
+        """The container's state; for one that exited, its exit code and last log lines."""
+        engine = self.engine()
+        cid = self._cid(res)
+        try:
+            seen = engine.inspect(cid)
+        except NotFoundError:
+            return {"state": "gone", "message": "the container no longer exists"}
+        state = seen.get("State") or {}
+        out: dict[str, Any] = {"state": state.get("Status") or "", "error": state.get("Error")}
+        if not state.get("Running"):
+            out["exit_code"] = state.get("ExitCode")
+            out["finished"] = state.get("FinishedAt")
+            out["log_tail"] = engine.logs(cid, 10).strip()
+        return out
+
+    def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
+        if task not in ("snapshot", "export"):
+            return None
+        parsed = json.loads(options) if options else {}
+        if not isinstance(parsed, dict):
+            raise UsageError("--options: must be a JSON object")
+        return ContainerTask(self, task, parsed)
+
+    def deallocate(self, res: Resource) -> None:
+        engine = self.engine()
+        cid = self._cid(res)
+        try:
+            engine.stop(cid, self.cfg.get("grace_seconds", 10))
+        except NotFoundError:
+            return  # already gone: nothing to free
+        except ShoalError:
+            pass  # not running (304) or refusing to stop: removal with force still ends it
+        try:
+            engine.remove(cid)
+        except NotFoundError:
+            return
+
+
+class ContainerTask:
+    """`snapshot`: commit the container to an image, return its id. `export`: write the
+    container's filesystem as a tar to options.path."""
+
+    def __init__(self, driver: ContainerDriver, name: str, options: dict[str, Any]) -> None:
+        self.driver = driver
+        self._name = name
+        self.options = options
+        self.res: Resource | None = None
+
+    def name(self) -> str:
+        return self._name
+
+    def clone(self) -> ContainerTask:
+        return ContainerTask(self.driver, self._name, dict(self.options))
+
+    def set_info(self, task: ApplicationTask, res: Resource) -> None:
+        self.res = res
+
+    def execute(self) -> bytes:
+        if self.res is None:
+            raise ShoalError(f"{self._name}: no resource given")
+        cid = self.driver._cid(self.res)
+        engine = self.driver.engine()
+        if self._name == "snapshot":
+            unknown = set(self.options) - {"repo", "tag"}
+            if unknown:
+                raise UsageError(f"snapshot: unknown option(s) {sorted(unknown)}; known: repo, tag")
+            repo = str(self.options.get("repo") or f"shoal-snapshot-{self.res.identifier}")
+            tag = str(self.options.get("tag") or "latest")
+            image = engine.commit(cid, repo.lower(), tag)
+            return json.dumps({"image": image, "reference": f"{repo.lower()}:{tag}"}).encode()
+        unknown = set(self.options) - {"path"}
+        if unknown or not self.options.get("path"):
+            raise UsageError('export: give the target file: --options \'{"path": "/tmp/fs.tar"}\'')
+        target = Path(str(self.options["path"])).expanduser()
+        size = engine.export(cid, target)
+        return json.dumps({"path": str(target), "bytes": size}).encode()

@@ -1,0 +1,286 @@
+"""The Docker Engine API (as Docker and `podman system service` serve it) over httpx.
+
+Where the engine is: the driver's `socket` setting, else DOCKER_HOST (`unix:///path` or
+`tcp://host:port`), else the first of /var/run/docker.sock, $XDG_RUNTIME_DIR/podman/podman.sock
+and /run/podman/podman.sock that exists. Errors are typed: no engine answering is 69 (with
+the socket named), a socket we may not open is 77, a missing image or container 1.
+https://docs.docker.com/reference/api/engine/version/v1.41/
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from providers.env import ENV_DOCKER_HOST
+from providers.errors import (
+    CredentialsError,
+    NotFoundError,
+    ProviderUnreachableError,
+    RetryableError,
+    ShoalError,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+API = "/v1.41"
+_CANDIDATES = (
+    "/var/run/docker.sock",
+    "{runtime}/podman/podman.sock",
+    "/run/podman/podman.sock",
+)
+
+
+def locate(configured: str, env: Mapping[str, str]) -> str:
+    """The engine's address: `unix:///path` or `tcp://host:port`."""
+    chosen = configured or env.get(ENV_DOCKER_HOST, "")
+    if chosen:
+        if chosen.startswith("/"):
+            return f"unix://{chosen}"
+        if not chosen.startswith(("unix://", "tcp://", "http://")):
+            raise UsageError(
+                f"{ENV_DOCKER_HOST} / socket: {chosen!r} is not unix:///PATH or tcp://HOST:PORT"
+            )
+        return chosen
+    runtime = env.get("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
+    for candidate in _CANDIDATES:
+        path = candidate.format(runtime=runtime)
+        if os.path.exists(path):
+            return f"unix://{path}"
+    return f"unix://{_CANDIDATES[0]}"
+
+
+class Engine:
+    def __init__(self, address: str, *, timeout: float = 60.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._http: httpx.Client | None = None
+
+    @property
+    def is_remote(self) -> bool:
+        return not self.address.startswith("unix://")
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    def _client(self) -> httpx.Client:
+        if self._http is None:
+            from providers.http import httpx
+
+            if self.address.startswith("unix://"):
+                transport = httpx.HTTPTransport(uds=self.address.removeprefix("unix://"))
+                base = "http://engine"
+            else:
+                transport = httpx.HTTPTransport()
+                base = "http://" + self.address.split("://", 1)[1]
+            self._http = httpx.Client(
+                transport=transport, base_url=base + API, timeout=self.timeout
+            )
+        return self._http
+
+    def _where(self) -> str:
+        return self.address.removeprefix("unix://")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json_body: Any = None,
+        content: Any = None,
+        headers: Mapping[str, str] | None = None,
+        ok: tuple[int, ...] = (200, 201, 204, 304),
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        from providers.http import httpx
+
+        try:
+            response = self._client().request(
+                method,
+                path,
+                params=params,
+                json=json_body,
+                content=content,
+                headers=headers,
+                timeout=timeout if timeout is not None else self.timeout,
+            )
+        except PermissionError:
+            raise CredentialsError(
+                f"permission denied on the container engine socket {self._where()}; add your "
+                "user to its group, or point DOCKER_HOST at a socket you may use"
+            ) from None
+        except httpx.TimeoutException:
+            raise RetryableError(
+                f"the container engine at {self._where()} did not answer {method} {path} in time"
+            ) from None
+        except (httpx.TransportError, OSError) as exc:
+            if isinstance(exc.__cause__, PermissionError) or "Permission denied" in str(exc):
+                raise CredentialsError(
+                    f"permission denied on the container engine socket {self._where()}; add "
+                    "your user to its group, or point DOCKER_HOST at a socket you may use"
+                ) from None
+            raise ProviderUnreachableError(
+                f"no container engine answers at {self._where()} ({type(exc).__name__}); start "
+                "Docker or `podman system service`, or set DOCKER_HOST"
+            ) from None
+        if response.status_code in ok:
+            return response
+        message = _message(response)
+        if response.status_code == 404:
+            raise NotFoundError(message)
+        if response.status_code in (401, 403):
+            raise CredentialsError(f"container engine refused {method} {path}: {message}")
+        if response.status_code == 409:
+            raise ShoalError(f"container engine: conflict: {message}")
+        if response.status_code == 400:
+            raise UsageError(f"container engine: {message}")
+        raise ShoalError(
+            f"container engine: {method} {path}: HTTP {response.status_code}: {message}"
+        )
+
+    def get_json(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw).json()
+
+    # -- what the driver uses --------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.get_json("/info"))
+
+    def version(self) -> dict[str, Any]:
+        return dict(self.get_json("/version"))
+
+    def image_exists(self, name: str) -> bool:
+        try:
+            self.get_json(f"/images/{name}/json")
+        except NotFoundError:
+            return False
+        return True
+
+    def import_rootfs(self, tar: Iterator[bytes], repo: str, tag: str) -> None:
+        """POST /images/create?fromSrc=-: a filesystem tar becomes an image."""
+        response = self.request(
+            "POST",
+            "/images/create",
+            params={"fromSrc": "-", "repo": repo, "tag": tag},
+            content=tar,
+            headers={"Content-Type": "application/x-tar"},
+            timeout=600,
+        )
+        _stream_errors(response, "import")
+
+    def load(self, archive: BinaryIO) -> None:
+        """POST /images/load: a `docker save` archive."""
+        response = self.request(
+            "POST",
+            "/images/load",
+            content=iter(lambda: archive.read(1 << 20), b""),
+            headers={"Content-Type": "application/x-tar"},
+            timeout=600,
+        )
+        _stream_errors(response, "load")
+
+    def containers(self, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        filters = json.dumps({"label": [f"{k}={v}" for k, v in labels.items()]})
+        return list(self.get_json("/containers/json", params={"all": "1", "filters": filters}))
+
+    def create(self, name: str, body: dict[str, Any]) -> str:
+        created = self.request("POST", "/containers/create", params={"name": name}, json_body=body)
+        return str(created.json()["Id"])
+
+    def start(self, cid: str) -> None:
+        self.request("POST", f"/containers/{cid}/start")
+
+    def inspect(self, cid: str) -> dict[str, Any]:
+        return dict(self.get_json(f"/containers/{cid}/json"))
+
+    def stop(self, cid: str, grace_seconds: int) -> None:
+        self.request(
+            "POST",
+            f"/containers/{cid}/stop",
+            params={"t": str(grace_seconds)},
+            timeout=grace_seconds + self.timeout,
+        )
+
+    def remove(self, cid: str) -> None:
+        self.request("DELETE", f"/containers/{cid}", params={"v": "1", "force": "1"})
+
+    def logs(self, cid: str, lines: int = 20) -> str:
+        raw = self.request(
+            "GET",
+            f"/containers/{cid}/logs",
+            params={"stdout": "1", "stderr": "1", "tail": str(lines)},
+        ).content
+        return _demux(raw).decode("utf-8", "replace")
+
+    def commit(self, cid: str, repo: str, tag: str) -> str:
+        # The body is the new image's config changes; Podman insists on one, even empty.
+        done = self.request(
+            "POST",
+            "/commit",
+            params={"container": cid, "repo": repo, "tag": tag},
+            json_body={},
+            timeout=600,
+        )
+        return str(done.json().get("Id", ""))
+
+    def export(self, cid: str, target: Path) -> int:
+        """The container's filesystem as a tar, written to `target` atomically; its size."""
+        client = self._client()
+        tmp = target.with_name(f".{target.name}.part")
+        written = 0
+        try:
+            with client.stream("GET", f"/containers/{cid}/export", timeout=600) as response:
+                if response.status_code != 200:
+                    response.read()
+                    if response.status_code == 404:
+                        raise NotFoundError(_message(response))
+                    raise ShoalError(f"container engine: export: {_message(response)}")
+                with tmp.open("wb") as out:
+                    for chunk in response.iter_bytes(1 << 20):
+                        out.write(chunk)
+                        written += len(chunk)
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return written
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:200] or response.reason_phrase
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("cause") or body)[:300]
+    return str(body)[:300]
+
+
+def _stream_errors(response: httpx.Response, what: str) -> None:
+    """Image import/load answer 200 with a JSON stream; a failure is an `error` line."""
+    for line in response.text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and (event.get("error") or event.get("errorDetail")):
+            detail = event.get("error") or event.get("errorDetail")
+            raise ShoalError(f"container engine: image {what} failed: {detail}")
+
+
+def _demux(raw: bytes) -> bytes:
+    """Logs of a container without a TTY come in frames: 8-byte header, then the payload."""
+    out = bytearray()
+    pos = 0
+    while pos + 8 <= len(raw) and raw[pos] in (0, 1, 2) and raw[pos + 1 : pos + 4] == b"\0\0\0":
+        size = int.from_bytes(raw[pos + 4 : pos + 8], "big")
+        out += raw[pos + 8 : pos + 8 + size]
+        pos += 8 + size
+    return bytes(out) if pos else raw
