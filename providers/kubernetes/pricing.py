@@ -72,17 +72,17 @@ def price_pools(
                     cache = open_cache(settings)
                 offers[(cloud, region)] = {o.instance_type: o for o in cache.offers(cloud, region)}
             offer = offers[(cloud, region)].get(itype)
-            if offer is None or offer.on_demand is None:
+            price = None
+            if offer is not None:
+                price = offer.spot if spot and offer.spot is not None else offer.on_demand
+            if offer is None or price is None:
                 cost.unpriced_nodes += 1
                 missing.add((cloud, region))
                 continue
             items[itype] = ResourcePricingItem(
                 on_demand_price=offer.on_demand, spot_price=offer.spot
             )
-            price = offer.on_demand
-            if spot and offer.spot is not None:
-                price = offer.spot
-            elif spot:
+            if spot and offer.spot is None:
                 notes.append(
                     f"no spot price cached for {itype} in {cloud} {region}: on-demand used"
                 )
@@ -100,7 +100,8 @@ def price_pools(
             f"some {cloud} {region} instance types have no cached price: run "
             f"`shoal pricing -p {cloud} -r {region}` to fill the catalog"
         )
-    if any(not c or not r for c, r in where.values()):
+    pooled = {child.value for pool in resource.overview for child in pool.next_level}
+    if any(not c or not r for name, (c, r) in where.items() if name in pooled):
         notes.append(
             "nodes without a cloud providerID or a topology.kubernetes.io/region label are "
             "left unpriced"
