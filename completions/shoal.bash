@@ -12,7 +12,7 @@ _shoal() {
         esac
     done
     case "$prev" in
-        --driver|-d) COMPREPLY=($(compgen -W 'kubernetes process test' -- "$cur")); return ;;
+        --driver|-d) COMPREPLY=($(compgen -W 'container docker kubernetes podman process test' -- "$cur")); return ;;
         --provider|-p) COMPREPLY=($(compgen -W 'aws azure gcp kubernetes local' -- "$cur")); return ;;
     esac
     local words

@@ -14,7 +14,7 @@ complete -c shoal -n __fish_use_subcommand -a types -d 'List instance types (vCP
 complete -c shoal -n '__fish_use_subcommand' -l home -r -d 'Keep config, state, cache and data here'
 complete -c shoal -n '__fish_use_subcommand' -l config -r -d 'Config file (TOML)'
 complete -c shoal -n '__fish_use_subcommand' -l help -s h -d 'Show help and exit'
-complete -c shoal -n '__fish_seen_subcommand_from alloc' -l driver -s d -r -f -a 'kubernetes process test' -d 'Driver or driver/instance (see `shoal drivers`)'
+complete -c shoal -n '__fish_seen_subcommand_from alloc' -l driver -s d -r -f -a 'container docker kubernetes podman process test' -d 'Driver or driver/instance (see `shoal drivers`)'
 complete -c shoal -n '__fish_seen_subcommand_from alloc' -l cpu -r -d 'vCPUs to allocate (>= 1)'
 complete -c shoal -n '__fish_seen_subcommand_from alloc' -l ram -r -d 'Memory to allocate in GiB (>= 1)'
 complete -c shoal -n '__fish_seen_subcommand_from alloc' -l lifetime -r -d 'How long it may live, e.g. 30m or 2h'
