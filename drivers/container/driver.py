@@ -103,6 +103,43 @@ def _tar_stream(root: Path) -> Iterator[bytes]:
         yield b"".join(chunks)
 
 
+TOTALS_TTL_SECONDS = 300
+
+
+def _cached_totals(path: Path, address: str) -> tuple[int, int] | None:
+    import time
+
+    try:
+        entry = json.loads(path.read_text()).get(address)
+        if time.time() - float(entry["at"]) < TOTALS_TTL_SECONDS:
+            return int(entry["cpus"]), int(entry["ram_gib"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return None
+
+
+def _remember_totals(path: Path, address: str, totals: tuple[int, int]) -> None:
+    """Best effort (a cache): written whole through a temporary file, never half."""
+    import os
+    import tempfile
+    import time
+
+    try:
+        known = json.loads(path.read_text())
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    known[address] = {"cpus": totals[0], "ram_gib": totals[1], "at": time.time()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".engines.", dir=path.parent)
+        with os.fdopen(fd, "w") as out:
+            json.dump(known, out)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 class ContainerDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
@@ -128,12 +165,20 @@ class ContainerDriver:
         self.cfg = load_config(CONFIG, config, self._name)
 
     def _engine_totals(self) -> tuple[int, int]:
-        """The engine's CPUs and memory (GiB), asked once; no engine is a clear error."""
+        """The engine's CPUs and memory (GiB). Podman's /info takes ~300 ms, so its answer
+        is kept in the cache dir for a few minutes per engine address; a /_ping (a few ms)
+        still proves the engine is there each time."""
         if self._totals is None:
-            info = self.engine().info()
-            cpus = int(info.get("NCPU") or 0)
-            ram = int(info.get("MemTotal") or 0) // 2**30
-            self._totals = (cpus, ram)
+            engine = self.engine()
+            cache = self._settings.paths.cache_dir / "container-engines.json"
+            totals = _cached_totals(cache, engine.address)
+            if totals is None:
+                info = engine.info()
+                totals = (int(info.get("NCPU") or 0), int(info.get("MemTotal") or 0) // 2**30)
+                _remember_totals(cache, engine.address, totals)
+            else:
+                engine.ping()
+            self._totals = totals
         return self._totals
 
     # -- definitions and capacity --------------------------------------------------------
@@ -258,7 +303,10 @@ class ContainerDriver:
             },
         }
         if opts["network"] != "none":
+            # Docker reads the top-level field; Podman only the endpoint's, on its network.
             body["MacAddress"] = mac
+            endpoint = "podman" if engine.is_podman() else "bridge"
+            body["NetworkingConfig"] = {"EndpointsConfig": {endpoint: {"MacAddress": mac}}}
         if opts["argv"]:
             body["Cmd"] = opts["argv"]
         cid = engine.create(name, body)

@@ -60,6 +60,7 @@ class Engine:
         self.address = address
         self.timeout = timeout
         self._http: httpx.Client | None = None
+        self._podman: bool | None = None
 
     @property
     def is_remote(self) -> bool:
@@ -156,6 +157,19 @@ class Engine:
 
     def version(self) -> dict[str, Any]:
         return dict(self.get_json("/version"))
+
+    def ping(self) -> None:
+        self.request("GET", "/_ping")
+
+    def is_podman(self) -> bool:
+        """Podman serves the same API with a few differences (its default network's name)."""
+        if self._podman is None:
+            try:
+                components = self.version().get("Components") or []
+            except NotFoundError:
+                components = []
+            self._podman = any("podman" in str(c.get("Name", "")).lower() for c in components)
+        return self._podman
 
     def image_exists(self, name: str) -> bool:
         try:

@@ -51,10 +51,12 @@ def test_bash_completes_subcommands_options_and_values() -> None:
     assert "--dry-run" in _bash_complete(["shoal", "alloc", "--dr"])
     assert _bash_complete(["shoal", "--home", "/tmp/x", "types", "--so"]) == ["--sort"]
     assert _bash_complete(["shoal", "alloc", "--driver", "pro"]) == ["process"]
+    assert _bash_complete(["shoal", "alloc", "--driver", "pod"]) == ["podman"]
     assert _bash_complete(["shoal", "pricing", "--provider", ""]) == [
         "aws",
         "azure",
         "gcp",
+        "kubernetes",
         "local",
     ]
     assert _bash_complete(["shoal", "image", ""]) == ["list", "pull", "rm", "--help", "-h"]
@@ -74,6 +76,6 @@ def test_fish_completes_subcommands_options_and_values() -> None:
 
     assert complete("shoal res") == ["resources"]
     assert set(complete("shoal alloc --dr")) == {"--driver", "--dry-run"}
-    assert complete("shoal pricing --provider ") == ["aws", "azure", "gcp", "local"]
+    assert complete("shoal pricing --provider ") == ["aws", "azure", "gcp", "kubernetes", "local"]
     assert complete("shoal image ") == ["list", "pull", "rm"]
     assert "--sum" in complete("shoal image pull --s")

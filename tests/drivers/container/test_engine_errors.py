@@ -1,0 +1,195 @@
+"""The container driver's faults without a real engine: a tiny fake Docker API on a unix
+socket (http.server on AF_UNIX) where an answer is needed, nothing at all where none is."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import socketserver
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Run
+
+INFO = {"NCPU": 4, "MemTotal": 8 * 2**30, "ServerVersion": "fake"}
+Route = tuple[int, Any]
+
+
+class FakeEngine(ThreadingHTTPServer):
+    """Answers `routes[(METHOD, path without /v1.41 and query)]`, else 404; records requests."""
+
+    address_family = socket.AF_UNIX
+    daemon_threads = True
+
+    def __init__(self, path: Path, routes: dict[tuple[str, str], Route]) -> None:
+        self.routes = routes
+        self.seen: list[tuple[str, str]] = []
+        super().__init__(str(path), _Handler)  # type: ignore[arg-type]  # AF_UNIX: a path
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind reads (host, port) from the address; a unix path has neither.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "engine", 0
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FakeEngine
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the default names client_address[0], which a unix peer does not have
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        elif self.headers.get("Transfer-Encoding") == "chunked":
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                self.rfile.read(size + 2)
+            self.rfile.readline()
+        path = self.path.split("?", 1)[0].removeprefix("/v1.41")
+        self.server.seen.append((self.command, path))
+        code, body = self.server.routes.get(
+            (self.command, path), (404, {"message": f"no such thing: {path}"})
+        )
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_DELETE = _answer
+
+
+@contextlib.contextmanager
+def fake_engine(path: Path, routes: dict[tuple[str, str], Route]) -> Iterator[FakeEngine]:
+    server = FakeEngine(path, routes)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+def sock() -> Iterator[Path]:
+    # tmp_path can be long; a unix socket path may not exceed 107 bytes.
+    import tempfile
+
+    short = Path(tempfile.mkdtemp(prefix="shoal-fake-"))
+    yield short / "engine.sock"
+    import shutil
+
+    shutil.rmtree(short, ignore_errors=True)
+
+
+def alloc(cli: Callable[..., Run], host: str, *args: str) -> Run:
+    return cli(
+        "alloc", "--driver", "container", "--cpu", "1", "--ram", "1",
+        "-o", "image=busybox:1", "-o", "entry=sleep 60", *args,
+        env={"DOCKER_HOST": host},
+    )  # fmt: skip
+
+
+def test_no_engine_at_the_socket_is_69_naming_it(cli: Callable[..., Run], sock: Path) -> None:
+    run = alloc(cli, f"unix://{sock}")
+    assert run.exit_code == 69, run.stderr
+    assert str(sock) in run.stderr
+    assert "DOCKER_HOST" in run.stderr
+
+
+def test_a_stale_socket_file_is_69(cli: Callable[..., Run], sock: Path) -> None:
+    # A socket file left by a dead engine: connecting is refused, not "no such file".
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(sock))
+    stale.close()
+    run = alloc(cli, f"unix://{sock}", "--dry-run")
+    assert run.exit_code == 69, run.stderr
+    assert str(sock) in run.stderr
+
+
+def test_an_engine_that_hangs_up_is_69(cli: Callable[..., Run], sock: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(sock))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                conn, _ = listener.accept()
+                conn.close()
+
+    thread = threading.Thread(target=hang_up)
+    thread.start()
+    try:
+        run = alloc(cli, f"unix://{sock}", "--dry-run")
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert run.exit_code == 69, run.stderr
+    assert str(sock) in run.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root opens any socket: no EACCES to provoke")
+def test_a_socket_we_may_not_open_is_77(cli: Callable[..., Run], sock: Path) -> None:
+    with fake_engine(sock, {("GET", "/info"): (200, INFO)}):
+        sock.parent.chmod(0o000)
+        try:
+            run = alloc(cli, f"unix://{sock}", "--dry-run")
+        finally:
+            sock.parent.chmod(0o700)
+    assert run.exit_code == 77, run.stderr
+    assert str(sock) in run.stderr
+
+
+def test_an_image_the_engine_lacks_is_1_with_the_hint(cli: Callable[..., Run], sock: Path) -> None:
+    with fake_engine(sock, {("GET", "/info"): (200, INFO)}) as engine:
+        run = alloc(cli, f"unix://{sock}")
+    assert run.exit_code == 1, run.stderr
+    assert "busybox:1" in run.stderr and "shoal image pull" in run.stderr
+    assert ("POST", "/containers/create") not in engine.seen
+
+
+@pytest.mark.parametrize("host", ["localhost:2375", "ssh://box", "npipe:////./pipe/docker"])
+def test_a_malformed_docker_host_is_2(cli: Callable[..., Run], host: str) -> None:
+    run = alloc(cli, host, "--dry-run")
+    assert run.exit_code == 2, run.stderr
+    assert "DOCKER_HOST" in run.stderr
+
+
+def test_limits_above_the_engine_are_2_naming_its_totals(
+    cli: Callable[..., Run], sock: Path
+) -> None:
+    with fake_engine(sock, {("GET", "/info"): (200, INFO)}):
+        run = alloc(cli, f"unix://{sock}", "--cpu", "5")
+    assert run.exit_code == 2, run.stderr
+    assert "cpu=4 ram=8GiB" in run.stderr
+
+
+def test_a_failed_start_removes_the_created_container(cli: Callable[..., Run], sock: Path) -> None:
+    routes: dict[tuple[str, str], Route] = {
+        ("GET", "/info"): (200, INFO),
+        ("GET", "/images/busybox:1/json"): (200, {"Id": "sha256:feed"}),
+        ("POST", "/containers/create"): (201, {"Id": "c0ffee", "Warnings": []}),
+        ("POST", "/containers/c0ffee/start"): (500, {"message": "runc: exec failed"}),
+        ("DELETE", "/containers/c0ffee"): (204, None),
+    }
+    with fake_engine(sock, routes) as engine:
+        run = alloc(cli, f"unix://{sock}")
+    assert run.exit_code == 1, run.stderr
+    assert "runc: exec failed" in run.stderr
+    assert ("DELETE", "/containers/c0ffee") in engine.seen
