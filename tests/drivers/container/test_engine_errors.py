@@ -183,6 +183,7 @@ def test_limits_above_the_engine_are_2_naming_its_totals(
 def test_a_failed_start_removes_the_created_container(cli: Callable[..., Run], sock: Path) -> None:
     routes: dict[tuple[str, str], Route] = {
         ("GET", "/info"): (200, INFO),
+        ("GET", "/_ping"): (200, "OK"),
         ("GET", "/images/busybox:1/json"): (200, {"Id": "sha256:feed"}),
         ("POST", "/containers/create"): (201, {"Id": "c0ffee", "Warnings": []}),
         ("POST", "/containers/c0ffee/start"): (500, {"message": "runc: exec failed"}),
