@@ -349,7 +349,10 @@ class ContainerDriver:
         except NotFoundError:
             return {"state": "gone", "message": "the container no longer exists"}
         state = seen.get("State") or {}
-        out: dict[str, Any] = {"state": state.get("Status") or "", "error": state.get("Error")}
+        status = state.get("Status") or ""
+        # Podman says "stopped" for an exited container until its cleanup has run.
+        status = "exited" if status == "stopped" else status
+        out: dict[str, Any] = {"state": status, "error": state.get("Error")}
         if not state.get("Running"):
             out["exit_code"] = state.get("ExitCode")
             out["finished"] = state.get("FinishedAt")
