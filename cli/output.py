@@ -31,12 +31,9 @@ def emit_json_rows(rows: list[str]) -> None:
     sys.stdout.flush()
 
 
-@contextlib.contextmanager
-def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
-    """A progress bar (bytes, rate, ETA) on stderr when it is a terminal; else nothing."""
-    if not sys.stderr.isatty():
-        yield None
-        return
+def _progress_bar() -> Any:
+    """A transient rich progress display on stderr: description, bar, amount, rate, ETA.
+    Amounts are bytes unless a task's description says " rows" (paged APIs count items)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -47,14 +44,32 @@ def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | No
         TransferSpeedColumn,
     )
 
-    columns = (
+    class Amount(DownloadColumn):
+        def render(self, task: Any) -> Any:
+            if " rows" in task.description:
+                from rich.text import Text
+
+                return Text(f"{int(task.completed)}")
+            return super().render(task)
+
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        DownloadColumn(),
+        Amount(),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
     )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+
+
+@contextlib.contextmanager
+def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A progress bar (bytes, rate, ETA) on stderr when it is a terminal; else nothing."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with _progress_bar() as bar:
         task = bar.add_task(label, total=None)
 
         def update(done: int, total: int | None) -> None:
@@ -67,7 +82,7 @@ def fetch_progress() -> Callable[[int, int | None, str], None]:
     """Progress of provider downloads: a bar per file on stderr when it is a terminal.
 
     The bar starts on the first report (cached answers show nothing) and is removed when
-    the process ends. Counts are bytes, unless the label says "rows" (paged APIs).
+    the process ends.
     """
     if not sys.stderr.isatty():
         return lambda done, total, what: None
@@ -77,36 +92,9 @@ def fetch_progress() -> Callable[[int, int | None, str], None]:
         if "progress" not in bars:
             import atexit
 
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
-
-            class Amount(DownloadColumn):
-                def render(self, task: Any) -> Any:
-                    if " rows" in task.description:
-                        from rich.text import Text
-
-                        return Text(f"{int(task.completed)}")
-                    return super().render(task)
-
-            progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                Amount(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            progress.start()
-            atexit.register(progress.stop)
-            bars["progress"] = progress
+            bars["progress"] = _progress_bar()
+            bars["progress"].start()
+            atexit.register(bars["progress"].stop)
         progress = bars["progress"]
         if what not in bars:
             bars[what] = progress.add_task(what, total=total)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,3 +84,54 @@ def roll(chance: int) -> bool:
     if chance >= 255:
         return True
     return random.randrange(254) < chance  # fault injection, not security
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def entry_argv(entry: Any, *, required: bool) -> list[str]:
+    """`options.entry` as argv: a string of shell words or a list of strings."""
+    import json
+    import shlex
+
+    from providers.errors import UsageError
+
+    if isinstance(entry, str):
+        try:
+            argv = shlex.split(entry)
+        except ValueError as exc:
+            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
+    elif isinstance(entry, list) and all(isinstance(a, str) for a in entry):
+        argv = list(entry)
+    elif entry is not None:
+        shown = json.dumps(entry)
+        raise UsageError(
+            f"options.entry must be a command string or a list of strings, got {shown} "
+            f"(-o values are JSON when they parse: write -o 'entry=\"{shown}\"' for a "
+            "command of that name)"
+        )
+    else:
+        argv = []
+    if required and not argv:
+        raise UsageError(
+            "options.entry: required, the command to run; e.g. --option entry='sleep 600'"
+        )
+    return argv
+
+
+def check_env(env: Mapping[str, Any]) -> None:
+    """`options.env`: shell identifiers to strings."""
+    from providers.errors import UsageError
+
+    for key, value in env.items():
+        if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
+            raise UsageError(f"options.env.{key}: names must be shell identifiers, values strings")
+
+
+def check_meta_names(metadata: Mapping[str, Any]) -> None:
+    """Metadata becomes environment variables: names must be shell identifiers."""
+    from providers.errors import UsageError
+
+    for key in metadata:
+        if not _ENV_NAME.match(key):
+            raise UsageError(f"--meta {key!r}: names must be shell identifiers to become env vars")

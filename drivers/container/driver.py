@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import Opt, load_config, parse_opts
+from drivers.options import (
+    Opt,
+    check_env,
+    check_meta_names,
+    entry_argv,
+    load_config,
+    parse_opts,
+)
 from drivers.types import (
     STATUS_ALLOCATED,
     STATUS_NONE,
@@ -42,7 +49,6 @@ if TYPE_CHECKING:
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 MANAGED_BY = "dev.shoal.managed-by"
 ALLOCATION_LABEL = "dev.shoal.allocation"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 CONFIG: dict[str, Opt] = {
@@ -59,21 +65,6 @@ OPTIONS: dict[str, Opt] = {
     "env": Opt(dict, {}, "extra environment variables"),
     "network": Opt(str, "nat", "none or nat"),
 }
-
-
-def _argv(entry: Any) -> list[str]:
-    import shlex
-
-    if entry is None:
-        return []
-    if isinstance(entry, str):
-        try:
-            return shlex.split(entry)
-        except ValueError as exc:
-            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
-    if isinstance(entry, list) and all(isinstance(a, str) for a in entry):
-        return list(entry)
-    raise UsageError("options.entry must be a command string or a list of strings")
 
 
 def generated_mac() -> str:
@@ -192,10 +183,8 @@ class ContainerDriver:
             )
         if opts["network"] not in ("none", "nat"):
             raise UsageError(f'options.network must be "none" or "nat", got {opts["network"]!r}')
-        opts["argv"] = _argv(opts["entry"])
-        for key, value in opts["env"].items():
-            if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
-                raise UsageError(f"options.env.{key}: names must be identifiers, values strings")
+        opts["argv"] = entry_argv(opts["entry"], required=False)
+        check_env(opts["env"])
         return opts
 
     def validate_definition(self, definition: LabelDefinition) -> None:
@@ -204,9 +193,7 @@ class ContainerDriver:
             raise UsageError("resources.disks: the container driver takes no disks")
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
-        for key in metadata:
-            if not _ENV_NAME.match(key):
-                raise UsageError(f"--meta {key!r}: names must be identifiers to become env vars")
+        check_meta_names(metadata)
 
     def _limits(self) -> tuple[int, int]:
         cpus, ram = self._engine_totals()

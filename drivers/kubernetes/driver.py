@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.base import UNLIMITED, ResourceDriverTask
 from drivers.kubernetes import manifest as M
-from drivers.options import Opt, load_config, parse_opts
+from drivers.options import (
+    Opt,
+    check_env,
+    check_meta_names,
+    entry_argv,
+    load_config,
+    parse_opts,
+)
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
 from providers.errors import UsageError
 from providers.settings import Settings
@@ -29,7 +36,6 @@ if TYPE_CHECKING:
     from providers.kubernetes.client import KubeClient
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 CONFIG: dict[str, Opt] = {
@@ -50,21 +56,6 @@ OPTIONS: dict[str, Opt] = {
     "gpu_resource": Opt(str, "nvidia.com/gpu", "extended resource name of the GPUs"),
     "kind": Opt(str, None, "pod or job (default: the instance's)"),
 }
-
-
-def _argv(entry: Any) -> list[str]:
-    import shlex
-
-    if entry is None:
-        return []
-    if isinstance(entry, str):
-        try:
-            return shlex.split(entry)
-        except ValueError as exc:
-            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
-    if isinstance(entry, list) and all(isinstance(a, str) for a in entry):
-        return list(entry)
-    raise UsageError("options.entry must be a command string or a list of strings")
 
 
 class KubernetesDriver:
@@ -123,10 +114,8 @@ class KubernetesDriver:
         opts["kind"] = opts["kind"] or self.cfg.get("kind") or "pod"
         if opts["kind"] not in ("pod", "job"):
             raise UsageError(f'options.kind must be "pod" or "job", got {opts["kind"]!r}')
-        opts["argv"] = _argv(opts["entry"])
-        for key, value in opts["env"].items():
-            if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
-                raise UsageError(f"options.env.{key}: names must be identifiers, values strings")
+        opts["argv"] = entry_argv(opts["entry"], required=False)
+        check_env(opts["env"])
         for key, value in opts["node_selector"].items():
             if not isinstance(value, str) or not _LABEL_VALUE.match(value):
                 raise UsageError(f"options.node_selector.{key}: {value!r} is not a label value")
@@ -140,9 +129,7 @@ class KubernetesDriver:
             raise UsageError("resources.disks: the kubernetes driver takes no disks")
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
-        for key in metadata:
-            if not _ENV_NAME.match(key):
-                raise UsageError(f"--meta {key!r}: names must be identifiers to become env vars")
+        check_meta_names(metadata)
 
     def _selector(self, opts: dict[str, Any]) -> dict[str, str]:
         selector = dict(opts["node_selector"])

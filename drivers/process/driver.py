@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
-import shlex
 import shutil
 import signal
 import subprocess
@@ -29,7 +27,15 @@ from typing import Any
 from drivers import procinfo
 from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import Opt, load_config, parse_opts, workspace_root
+from drivers.options import (
+    Opt,
+    check_env,
+    check_meta_names,
+    entry_argv,
+    load_config,
+    parse_opts,
+    workspace_root,
+)
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
 from providers.errors import ShoalError, UsageError
 from providers.local.catalog import LocalCatalog
@@ -39,7 +45,6 @@ ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 PID_FILE = ".shoal-pid"
 CPUS_FILE = ".shoal-cpus"
 LOG_FILE = "output.log"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POLL_SECONDS = 0.02
 
 CONFIG: dict[str, Opt] = {
@@ -55,30 +60,6 @@ OPTIONS: dict[str, Opt] = {
     "env": Opt(dict, {}, "extra environment variables"),
     "grace_seconds": Opt(float, None, "override the instance's grace period", 0),
 }
-
-
-def _argv(entry: Any) -> list[str]:
-    if isinstance(entry, str):
-        try:
-            argv = shlex.split(entry)
-        except ValueError as exc:
-            raise UsageError(f"options.entry: {exc}; quote the command properly") from None
-    elif isinstance(entry, list) and all(isinstance(a, str) for a in entry):
-        argv = list(entry)
-    elif entry is not None:
-        shown = json.dumps(entry)
-        raise UsageError(
-            f"options.entry must be a command string or a list of strings, got {shown} "
-            f"(-o values are JSON when they parse: write -o 'entry=\"{shown}\"' for a "
-            "command of that name)"
-        )
-    else:
-        argv = []
-    if not argv:
-        raise UsageError(
-            "options.entry: required, the command to run; e.g. --option entry='sleep 600'"
-        )
-    return argv
 
 
 class ProcessDriver:
@@ -104,24 +85,15 @@ class ProcessDriver:
 
     def _options(self, definition: LabelDefinition) -> dict[str, Any]:
         opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
-        opts["argv"] = _argv(opts["entry"])
-        for key, value in opts["env"].items():
-            if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
-                raise UsageError(
-                    f"options.env.{key}: names must be shell identifiers, values strings"
-                )
+        opts["argv"] = entry_argv(opts["entry"], required=True)
+        check_env(opts["env"])
         return opts
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         self._options(definition)
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
-        """Metadata becomes environment variables: names must be shell identifiers."""
-        for key in metadata:
-            if not _ENV_NAME.match(key):
-                raise UsageError(
-                    f"--meta {key!r}: names must be shell identifiers to become env vars"
-                )
+        check_meta_names(metadata)
 
     def _limits(self) -> tuple[int, int]:
         cpu, ram = self.cfg["cpu_limit"], self.cfg["ram_limit"]
