@@ -41,10 +41,13 @@ class ShoalGroup(TyperGroup):
             output.error("interrupted")
             ctx.exit(ExitCode.INTERRUPTED)
         except Exception as exc:
-            if isinstance(exc, (typer.Exit, typer.Abort)) or type(exc).__module__.startswith(
-                "typer."
+            # The framework's own usage errors and exits (click's, as Typer re-exports them;
+            # a Typer that vendors click raises them from typer.*): click maps them to 2/0.
+            module = type(exc).__module__
+            if isinstance(exc, (typer.Exit, typer.Abort)) or module.startswith(
+                ("click.", "typer.")
             ):
-                raise  # the framework's own usage errors and exits
+                raise
             if os.environ.get(ENV_DEBUG):
                 raise
             # A bug, or a failure nobody foresaw: still one line, and the way to see more.

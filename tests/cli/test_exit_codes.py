@@ -179,3 +179,16 @@ def test_1_unexpected_error_is_one_line_without_debug(cli, register_provider: Re
     assert "Traceback" not in run.stderr
     with pytest.raises(RuntimeError, match="boom"):  # SHOAL_DEBUG=1: the traceback
         cli("regions", "--provider", "buggy")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("nosuchcmd",), ("regions", "--bogus"), ("pricing", "--limit", "0"), ("alloc", "--cpu")],
+    ids=["unknown-command", "unknown-option", "out-of-range", "missing-value"],
+)
+def test_2_framework_usage_errors_without_debug(cli, argv: tuple[str, ...]) -> None:
+    # Without SHOAL_DEBUG, the catch-all for unforeseen errors must not swallow the
+    # framework's own usage errors (click's exceptions) into "unexpected ..." exit 1.
+    run = cli(*argv, env={"SHOAL_DEBUG": ""})
+    assert run.exit_code == ExitCode.USAGE
+    assert "unexpected" not in run.stderr
