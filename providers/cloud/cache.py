@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from providers.cloud.offers import Offer, Snapshot
-from providers.errors import ShoalError
+from providers.errors import RetryableError, ShoalError
 from providers.models import RegionSpec
 
 SCHEMA_VERSION = 1
@@ -109,8 +109,22 @@ class CatalogCache:
         self._db.close()
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around several writes (an import applies whole or not at all)."""
+        with self._write():
+            yield
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        if self._db.in_transaction:  # inside transaction(): its commit is the one
+            yield self._db
+            return
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:  # "database is locked" after the timeout
+            raise RetryableError(
+                f"catalog cache {self.path} is busy ({exc}): another shoal is writing it; try again"
+            ) from None
         try:
             yield self._db
         except BaseException:

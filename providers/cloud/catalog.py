@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from providers.cloud import config
 from providers.cloud.cache import CatalogCache, SnapshotInfo
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from providers.settings import Settings
 
 CACHE_FILE = "catalog.sqlite"
+T = TypeVar("T")
 
 
 def human_age(age: timedelta) -> str:
@@ -105,7 +106,7 @@ class CloudCatalog:
         if cached and fresh and not self.freshness.refresh:
             return cached
         try:
-            regions = self.fetcher().list_regions()
+            regions = _guarded(self._provider, "region list", self.fetcher().list_regions)
         except ShoalError as exc:
             if not cached or self.freshness.refresh:
                 raise
@@ -144,10 +145,21 @@ class CloudCatalog:
         """The region's cached data, refreshed as the freshness rules say; and its staleness."""
         info = self.cache.snapshots(self._provider).get(region)
         now = utcnow()
-        due = info is None or self.freshness.refresh or now - info.fetched_at > self.ttl
+        max_age = self.freshness.max_age
+        due = (
+            info is None
+            or self.freshness.refresh
+            or now - info.fetched_at > self.ttl
+            or now < info.fetched_at  # from a clock ahead of ours: not to be trusted
+            or (max_age is not None and now - info.fetched_at > max_age)
+        )
         if due and not self.freshness.offline and region not in self._failed:
             try:
-                snap = self.fetcher().fetch_region(region, self.settings.progress)
+                snap = _guarded(
+                    self._provider,
+                    f"{region} prices",
+                    lambda: self.fetcher().fetch_region(region, self.settings.progress),
+                )
             except ShoalError as exc:
                 if info is None or self.freshness.refresh:
                     raise
@@ -277,6 +289,19 @@ _NO_RESOURCES = (
     "{provider} publishes prices and instance types, not free capacity; use `shoal pricing` "
     "or `shoal types` (capacity views come from the local and kubernetes providers)"
 )
+
+
+def _guarded(provider: str, what: str, fetch: Callable[[], T]) -> T:
+    """A payload shaped unlike the provider's documentation can trip a parser anywhere
+    (a list where an object was, a string where a number was): that is a malformed payload,
+    reported as such, with the cached data kept and served as for any failed refresh."""
+    try:
+        return fetch()
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise ShoalError(
+            f"{provider}: malformed {what} payload ({type(exc).__name__}: {str(exc)[:80]}); "
+            "nothing was cached from it"
+        ) from None
 
 
 def _spec(offer: Offer, region: str) -> InstanceTypeSpec:

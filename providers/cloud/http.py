@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 MAX_REDIRECTS = 10
+_CREDENTIAL_HEADERS = {"authorization", "x-amz-security-token", "x-amz-date", "cookie"}
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 @dataclass(frozen=True)
@@ -151,18 +159,29 @@ class CloudHttp:
         self, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
     ) -> httpx.Response:
         """One request, redirects followed by hand: each hop gets the client of its own
-        scheme, so a plain-http mirror redirecting to https is still verified."""
+        scheme, so a plain-http mirror redirecting to https is still verified, and
+        credentials (Authorization, AWS signature headers) stay with the origin they were
+        meant for. An https -> http hop is refused."""
         from urllib.parse import urljoin
 
+        sent = dict(headers or {})
+        origin = _origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             client = self.client(url)
-            request = client.build_request("GET", url, params=params, headers=dict(headers or {}))
+            request = client.build_request("GET", url, params=params, headers=sent)
             response = client.send(request, stream=True)
             location = response.headers.get("location")
             if response.status_code not in (301, 302, 303, 307, 308) or not location:
                 return response
             response.close()
-            url, params = urljoin(str(request.url), location), None
+            target = urljoin(str(request.url), location)
+            if url.startswith("https:") and not target.startswith("https:"):
+                raise ShoalError(
+                    f"{self._where(url)}: redirect from https to {display(target)} refused"
+                )
+            if _origin(target) != origin:
+                sent = {k: v for k, v in sent.items() if k.lower() not in _CREDENTIAL_HEADERS}
+            url, params = target, None
         raise ShoalError(f"{self._where(url)}: more than {MAX_REDIRECTS} redirects")
 
     def _send(
@@ -225,7 +244,7 @@ class CloudHttp:
                 response.close()
             try:
                 return json.loads(body)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise ShoalError(
                     f"{self._where(url)}: malformed JSON ({self.scrub(str(exc))[:120]}); "
                     "nothing was cached from it"

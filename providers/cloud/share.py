@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import re
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,6 +37,8 @@ from providers.wire import format_time
 FORMAT = "shoal-catalog"
 VERSION = 1
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_ITEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _OFFER_FIELDS = (
     ("instanceType", "instance_type", str),
     ("vcpus", "vcpus", float),
@@ -99,15 +102,42 @@ def write(document: dict[str, Any], path: Path | None, stdout: IO[str]) -> None:
         stdout.write(text + "\n")
         return
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:
+        raise ShoalError(f"--output {path}: {exc.strerror}; give a writable directory") from None
+    try:
+        # A file meant for sharing: readable as the umask allows, not mkstemp's 0600.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as raw:
             data = text.encode()
             raw.write(gzip.compress(data, 6) if path.name.endswith(".gz") else data)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ShoalError(f"--output {path}: {exc.strerror}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+MAX_IMPORT_BYTES = 1 << 30  # far above any real catalog; a bomb stops here
+
+
+def _gunzip_capped(raw: bytes, path: Path) -> bytes:
+    import zlib
+
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = bytearray()
+    data = raw
+    while data:
+        out += inflate.decompress(data, 1 << 20)
+        if len(out) > MAX_IMPORT_BYTES:
+            raise ShoalError(f"{path}: unpacks past {MAX_IMPORT_BYTES} bytes; not a catalog export")
+        data = inflate.unconsumed_tail
+    return bytes(out)
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -119,10 +149,10 @@ def read(path: Path) -> dict[str, Any]:
         ) from None
     try:
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            raw = _gunzip_capped(raw, path)
         document = json.loads(raw)
-    except (OSError, EOFError, ValueError) as exc:
-        raise ShoalError(f"{path}: not a catalog export ({exc})") from None
+    except (OSError, EOFError, ValueError, RecursionError) as exc:
+        raise ShoalError(f"{path}: not a catalog export ({str(exc)[:120]})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ShoalError(f'{path}: not a catalog export (no "format": "{FORMAT}")')
     if document.get("version") != VERSION:
@@ -149,18 +179,31 @@ class _Checker:
             value = float(value)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise self.fail(where, f"expected {getattr(kind, '__name__', kind)}, got {value!r}")
-        if kind is float and (value != value or value < 0):
-            raise self.fail(where, f"must be a number >= 0, got {value!r}")
+        if kind is float and not (math.isfinite(value) and 0 <= value <= 1e9):
+            raise self.fail(where, f"must be a finite number >= 0, got {value!r}")
+        if kind is int and not 0 <= value <= 1_000_000:
+            raise self.fail(where, f"must be an integer from 0 to 1000000, got {value!r}")
+        if kind is str:
+            value = _CONTROL.sub("", value)[:1000]
         return value
+
+    def name(self, where: str, value: Any) -> str:
+        text: str = self.value(where, value, str)
+        if not _ITEM_NAME.match(text):
+            raise self.fail(where, f"{text!r} is not a region or instance type name")
+        return text
 
     def time(self, where: str, value: Any) -> datetime:
         from providers.timeutil import parse_time
 
         text = self.value(where, value, str)
         try:
-            return parse_time(text, where)
+            at = parse_time(text, where)
         except ShoalError:
             raise self.fail(where, f"{text!r} is not an RFC 3339 time") from None
+        if at > utcnow() + timedelta(minutes=10):
+            raise self.fail(where, f"{text} is in the future; the exporting clock is wrong")
+        return at
 
 
 def parse(
@@ -177,18 +220,18 @@ def parse(
         zones = check.value(f"{where}.zones", item.get("zones", []), list)
         regions.append(
             RegionSpec(
-                name=check.value(f"{where}.name", item.get("name"), str),
+                name=check.name(f"{where}.name", item.get("name")),
                 location=check.value(f"{where}.location", item.get("location", ""), str),
                 zones=[check.value(f"{where}.zones", z, str) for z in zones],
             )
         )
-    snapshots = []
+    snapshots: list[Snapshot] = []
     for i, item in enumerate(check.value("snapshots", document.get("snapshots"), list)):
         where = f"snapshots[{i}]"
         item = check.value(where, item, dict)
         snap = Snapshot(
             provider=provider,
-            region=check.value(f"{where}.region", item.get("region"), str),
+            region=check.name(f"{where}.region", item.get("region")),
             fetched_at=check.time(f"{where}.fetchedAt", item.get("fetchedAt")),
             source=check.value(f"{where}.source", item.get("source", ""), str),
             currency=check.value(f"{where}.currency", item.get("currency", "USD"), str),
@@ -208,7 +251,10 @@ def parse(
                 if wire in raw or kind != float | None
             }
             offer = Offer(**fields)
+            check.name(f"{at}.instanceType", offer.instance_type)
             snap.offers[offer.instance_type] = offer
+        if any(s.region == snap.region for s in snapshots):
+            raise check.fail(where, f"region {snap.region!r} appears twice")
         snapshots.append(snap)
     history: list[HistoryRow] = []
     for i, row in enumerate(check.value("history", document.get("history", []), list)):
@@ -220,8 +266,8 @@ def parse(
             )
         history.append(
             (
-                check.value(where, row[0], str),
-                check.value(where, row[1], str),
+                check.name(where, row[0]),
+                check.name(where, row[1]),
                 check.time(where, row[2]).timestamp(),
                 check.value(where, row[3], float | None),
                 check.value(where, row[4], float | None),
@@ -233,18 +279,19 @@ def parse(
 
 def load(cache: CatalogCache, path: Path) -> ImportReport:
     provider, regions, snapshots, history = parse(read(path), path)
-    local = cache.snapshots(provider)
     report = ImportReport(provider, [], [], 0)
-    before = cache.history_count(provider)
-    if regions and not cache.regions(provider)[0]:
-        cache.save_regions(provider, regions, utcnow())
-    for snap in snapshots:
-        mine = local.get(snap.region)
-        if mine is not None and mine.fetched_at >= snap.fetched_at:
-            report.kept.append(snap.region)
-            continue
-        cache.save(snap)
-        report.imported.append(snap.region)
-    cache.add_history(provider, history)
-    report.history_added = cache.history_count(provider) - before
+    with cache.transaction():  # the whole file or nothing
+        local = cache.snapshots(provider)
+        before = cache.history_count(provider)
+        if regions and not cache.regions(provider)[0]:
+            cache.save_regions(provider, regions, utcnow())
+        for snap in snapshots:
+            mine = local.get(snap.region)
+            if mine is not None and mine.fetched_at >= snap.fetched_at:
+                report.kept.append(snap.region)
+                continue
+            cache.save(snap)
+            report.imported.append(snap.region)
+        cache.add_history(provider, history)
+        report.history_added = cache.history_count(provider) - before
     return report

@@ -259,7 +259,15 @@ def test_export_then_import_elsewhere(make, tmp_path: Path) -> None:
         (lambda d: d.update(format="other"), "not a catalog export"),
         (lambda d: d.update(version=9), "version 9"),
         (lambda d: d["snapshots"][0]["offers"][0].update(vcpus="many"), r"offers\[0\].vcpus"),
-        (lambda d: d["snapshots"][0]["offers"][0].update(onDemand=-1), "must be a number >= 0"),
+        (lambda d: d["snapshots"][0]["offers"][0].update(onDemand=-1), "finite number >= 0"),
+        (
+            lambda d: d["snapshots"][0]["offers"][0].update(onDemand=float("inf")),
+            "finite number >= 0",
+        ),
+        (lambda d: d["snapshots"][0]["offers"][0].update(gpuCount=10**30), "integer from 0"),
+        (lambda d: d["snapshots"][0].update(region="../../etc"), "not a region"),
+        (lambda d: d["snapshots"].append(dict(d["snapshots"][0])), "appears twice"),
+        (lambda d: d["snapshots"][0].update(fetchedAt="2099-01-01T00:00:00Z"), "in the future"),
         (lambda d: d["snapshots"][0].update(fetchedAt="yesterday"), "fetchedAt"),
         (lambda d: d["snapshots"][0].update(currency="EUR"), "only USD"),
         (lambda d: d["history"].append([1, 2]), r"history\[\d+\]"),
@@ -288,3 +296,67 @@ def test_import_refuses_bad_files_and_writes_nothing(
     with pytest.raises(ShoalError, match=message):
         share.load(target.cache, path)
     assert target.cache.snapshots("testcloud") == {}
+
+
+def test_a_parser_tripped_by_a_strange_payload_is_a_failed_refresh(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(days=2))]
+    pricing(catalog, "us-east-1")
+    catalog, fetcher, warnings = make()
+    fetcher.queue = [AttributeError("'list' object has no attribute 'get'")]
+    assert pricing(catalog, "us-east-1")["small.1"] == 1.0  # the old data, with a warning
+    assert any("malformed us-east-1 prices payload (AttributeError" in w for w in warnings)
+    catalog, fetcher, _ = make(refresh=True)
+    fetcher.queue = [TypeError("unhashable")]
+    with pytest.raises(ShoalError, match="malformed"):
+        pricing(catalog, "us-east-1")
+
+
+def test_max_age_online_refreshes_first(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW - timedelta(hours=10))]
+    pricing(catalog, "us-east-1")
+    catalog, fetcher, _ = make(max_age=timedelta(hours=6))
+    fetcher.queue = [snap(2.0)]
+    assert pricing(catalog, "us-east-1")["small.1"] == 2.0
+    assert len(fetcher.fetches) == 2
+
+
+def test_data_from_the_future_is_refreshed(make) -> None:
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0, at=NOW + timedelta(days=365))]
+    pricing(catalog, "us-east-1")
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(3.0)]
+    assert pricing(catalog, "us-east-1")["small.1"] == 3.0
+
+
+def test_import_strips_control_characters_and_survives_a_gzip_bomb(
+    make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gzip
+    import json
+
+    catalog, fetcher, _ = make()
+    fetcher.queue = [snap(1.0)]
+    pricing(catalog)
+    document = share.export(catalog.cache, "testcloud")
+    document["snapshots"][0]["source"] = "http://mirror\x1b]0;pwned\x07/prices"
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(document))
+    other = tmp_path / "other"
+    other.mkdir()
+    target = CloudCatalog(
+        "testcloud",
+        Settings(paths=Paths.from_env({"SHOAL_HOME": str(other)}), env={}),
+        lambda: Scripted(),
+        "us-east-1",
+    )
+    share.load(target.cache, path)
+    (info,) = target.cache.snapshots("testcloud").values()
+    assert info.source == "http://mirror]0;pwned/prices"
+    monkeypatch.setattr(share, "MAX_IMPORT_BYTES", 1 << 20)  # the cap, not its size, is tested
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (2 << 20), 9))
+    with pytest.raises(ShoalError, match="unpacks past"):
+        share.load(target.cache, bomb)

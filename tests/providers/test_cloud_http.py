@@ -129,3 +129,18 @@ def test_a_redirect_loop_ends_with_a_clear_error(api: ApiServer) -> None:
     api.route("/loop", lambda q, h: Reply(301, b"", {"Location": "/loop"}))
     with pytest.raises(ShoalError, match="more than 10 redirects"):
         http().get_json(api.url("/loop"))
+
+
+def test_credentials_stay_with_their_origin_across_redirects(api: ApiServer) -> None:
+    with ApiServer() as other:
+        other.route("/elsewhere", lambda q, h: Reply.json({"auth": h.get("authorization")}))
+        api.route("/start", lambda q, h: Reply(302, b"", {"Location": other.url("/elsewhere")}))
+        got = http().get_json(api.url("/start"), headers={"Authorization": "Bearer s3cret"})
+    assert got == {"auth": None}
+    assert api.requests_to("/start")[0].headers["authorization"] == "Bearer s3cret"
+
+
+def test_deeply_nested_json_is_a_clear_error(api: ApiServer) -> None:
+    api.route("/deep", lambda q, h: Reply(200, b"[" * 100_000 + b"]" * 100_000))
+    with pytest.raises(ShoalError, match="malformed JSON"):
+        http().get_json(api.url("/deep"))
