@@ -17,7 +17,8 @@ from providers.cloud.offers import Offer
 from providers.errors import ShoalError
 
 # Bytes every kept product's slice contains verbatim; only lets the scan skip decoding.
-NEEDLES = (b'"Linux"', b'"Shared"', b'"Used"', b'"Compute Instance"')
+# Not "Used": keep_product takes a product without capacitystatus as used.
+NEEDLES = (b'"Linux"', b'"Shared"', b'"Compute Instance"')
 
 # Instance family -> (GPU model, GiB per GPU or 0 if not fixed by the family). The offer
 # files give a GPU count but not always the model, so the family names it.
@@ -68,6 +69,8 @@ def keep_product(product: Product) -> bool:
         and attributes.get("capacitystatus", "Used") == "Used"
         and attributes.get("licenseModel", "No License required") == "No License required"
         and attributes.get("marketoption", "OnDemand") == "OnDemand"
+        # Local Zones and Wavelength Zones price the same type differently from the region.
+        and attributes.get("locationType", "AWS Region") == "AWS Region"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -144,3 +145,22 @@ def test_a_file_priced_in_another_currency_is_refused() -> None:
     product = p.compute_product(M5, sku="A", region="cn-north-1")
     with pytest.raises(ShoalError, match="CNY, not USD"):
         offers_from_scan(_scan((product, ("CNY", 0.7))))
+
+
+def test_local_zones_and_a_missing_capacity_status() -> None:
+    from providers.aws.parse import NEEDLES, keep_product
+
+    base = {
+        "productFamily": "Compute Instance",
+        "attributes": {
+            "instanceType": "m5.large",
+            "operatingSystem": "Linux",
+            "tenancy": "Shared",
+            "preInstalledSw": "NA",
+        },
+    }
+    assert keep_product(base)  # no capacitystatus: taken as Used ...
+    raw = json.dumps(base).encode()
+    assert all(needle in raw for needle in NEEDLES)  # ... so the byte prefilter keeps it
+    local = {**base, "attributes": {**base["attributes"], "locationType": "AWS Local Zone"}}
+    assert not keep_product(local)
