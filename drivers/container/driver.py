@@ -84,9 +84,22 @@ def _tar_stream(root: Path) -> Iterator[bytes]:
             chunks.append(bytes(data))
             return len(data)
 
-    with tarfile.open(fileobj=Sink(), mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        # An image unpacked by a user belongs to root inside the container, as pulled ones do.
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    sink: Any = Sink()
+    with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(root.rglob("*")):
-            tar.add(path, arcname=str(path.relative_to(root)), recursive=False)
+            try:
+                tar.add(path, arcname=str(path.relative_to(root)), recursive=False, filter=as_root)
+            except OSError as exc:
+                raise ShoalError(
+                    f"image dir {root}: cannot read {path.relative_to(root)} ({exc.strerror}); "
+                    "fix its permissions"
+                ) from None
             if chunks:
                 yield b"".join(chunks)
                 chunks.clear()
@@ -239,10 +252,21 @@ class ContainerDriver:
         manifest = directory / "manifest.json"
         if manifest.is_file():
             return self._load_saved(directory, manifest)
+        import hashlib
+
         name = _NAME.sub("-", directory.name.lower()).strip("-.") or "image"
-        reference = f"shoal-{name}:latest"
+        # Two trees with one base name (a/rootfs, b/rootfs) are two images: the tag names
+        # the tree's resolved path and its modification time.
+        where = directory.resolve()
+        stamp = f"{where}:{where.stat().st_mtime_ns}".encode()
+        tag = hashlib.sha256(stamp).hexdigest()[:12]
+        reference = f"shoal-{name}:{tag}"
         if not engine.image_exists(reference) and not engine.image_exists(f"localhost/{reference}"):
-            engine.import_rootfs(_tar_stream(directory), f"shoal-{name}", "latest")
+            try:
+                engine.import_rootfs(_tar_stream(directory), f"shoal-{name}", tag)
+            except BaseException:
+                engine.remove_image(reference)  # never a half-imported image under the name
+                raise
         return reference
 
     def _load_saved(self, directory: Path, manifest: Path) -> str:
@@ -274,7 +298,8 @@ class ContainerDriver:
         image = self._image(opts["image"])
         allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
         name = _NAME.sub("-", f"shoal-{allocation_id}").strip("-")
-        env = {str(k): str(v) for k, v in metadata.items()} | opts["env"]
+        # Metadata last: -o env cannot forge SHOAL_ALLOCATION_ID.
+        env = opts["env"] | {str(k): str(v) for k, v in metadata.items()}
         mac = generated_mac()
         ram_bytes = definition.resources.ram * 2**30
         body: dict[str, Any] = {
@@ -405,5 +430,7 @@ class ContainerTask:
         if unknown or not self.options.get("path"):
             raise UsageError('export: give the target file: --options \'{"path": "/tmp/fs.tar"}\'')
         target = Path(str(self.options["path"])).expanduser()
+        if not target.parent.is_dir():
+            raise UsageError(f"export: {target.parent} is not a directory; give a path in one")
         size = engine.export(cid, target)
         return json.dumps({"path": str(target), "bytes": size}).encode()

@@ -9,6 +9,7 @@ https://docs.docker.com/reference/api/engine/version/v1.41/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -46,6 +47,8 @@ def locate(configured: str, env: Mapping[str, str]) -> str:
             raise UsageError(
                 f"{ENV_DOCKER_HOST} / socket: {chosen!r} is not unix:///PATH or tcp://HOST:PORT"
             )
+        if chosen.startswith(("tcp://", "http://")) and ":" not in chosen.split("://", 1)[1]:
+            chosen += ":2375"  # Docker's plain-TCP port, as the docker CLI assumes
         return chosen
     runtime = env.get("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
     for candidate in _CANDIDATES:
@@ -181,10 +184,11 @@ class Engine:
 
     def import_rootfs(self, tar: Iterator[bytes], repo: str, tag: str) -> None:
         """POST /images/create?fromSrc=-: a filesystem tar becomes an image."""
+        # The tag rides in `repo` (the API allows it): Podman ignores a separate `tag`.
         response = self.request(
             "POST",
             "/images/create",
-            params={"fromSrc": "-", "repo": repo, "tag": tag},
+            params={"fromSrc": "-", "repo": f"{repo}:{tag}"},
             content=tar,
             headers={"Content-Type": "application/x-tar"},
             timeout=600,
@@ -248,24 +252,34 @@ class Engine:
 
     def export(self, cid: str, target: Path) -> int:
         """The container's filesystem as a tar, written to `target` atomically; its size."""
+        import tempfile
+
         client = self._client()
-        tmp = target.with_name(f".{target.name}.part")
+        # A fresh temporary name (O_EXCL): nothing planted beside the target is written through.
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        tmp = Path(name)
         written = 0
         try:
-            with client.stream("GET", f"/containers/{cid}/export", timeout=600) as response:
+            with (
+                os.fdopen(fd, "wb") as out,
+                client.stream("GET", f"/containers/{cid}/export", timeout=600) as response,
+            ):
                 if response.status_code != 200:
                     response.read()
                     if response.status_code == 404:
                         raise NotFoundError(_message(response))
                     raise ShoalError(f"container engine: export: {_message(response)}")
-                with tmp.open("wb") as out:
-                    for chunk in response.iter_bytes(1 << 20):
-                        out.write(chunk)
-                        written += len(chunk)
+                for chunk in response.iter_bytes(1 << 20):
+                    out.write(chunk)
+                    written += len(chunk)
             tmp.replace(target)
         finally:
             tmp.unlink(missing_ok=True)
         return written
+
+    def remove_image(self, reference: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self.request("DELETE", f"/images/{reference}", params={"force": "1"})
 
 
 def _message(response: httpx.Response) -> str:

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
     from providers.kubernetes.client import KubeClient
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
+# [prefix/]name: a DNS subdomain prefix, a name of up to 63 characters
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 CONFIG: dict[str, Opt] = {
@@ -64,6 +69,7 @@ class KubernetesDriver:
         self._settings = settings
         self.cfg: dict[str, Any] = {}
         self._catalog: KubernetesCatalog | None = None
+        self._pool_labels: dict[str, str] = {}
 
     def name(self) -> str:
         return self._name
@@ -117,6 +123,8 @@ class KubernetesDriver:
         opts["argv"] = entry_argv(opts["entry"], required=False)
         check_env(opts["env"])
         for key, value in opts["node_selector"].items():
+            if not _LABEL_KEY.match(str(key)):
+                raise UsageError(f"options.node_selector: {key!r} is not a label name")
             if not isinstance(value, str) or not _LABEL_VALUE.match(value):
                 raise UsageError(f"options.node_selector.{key}: {value!r} is not a label value")
         if opts["pool"] is not None and not _LABEL_VALUE.match(opts["pool"]):
@@ -134,8 +142,24 @@ class KubernetesDriver:
     def _selector(self, opts: dict[str, Any]) -> dict[str, str]:
         selector = dict(opts["node_selector"])
         if opts["pool"]:
-            selector[self.catalog().rules.pool_label] = opts["pool"]
+            selector[self._pool_label(opts["pool"])] = opts["pool"]
         return selector
+
+    def _pool_label(self, pool: str) -> str:
+        """The label that names `pool` on this cluster's nodes: the first of the pool chain
+        (configured label, then Karpenter, GKE, EKS, AKS) that some node carries with it,
+        as `resources` groups them."""
+        if pool not in self._pool_labels:
+            client = self.client()
+            chain = self.catalog().rules.pool_chain()
+            found = chain[0]
+            for label in chain:
+                params = {"labelSelector": f"{label}={pool}"}
+                if next(iter(client.list("/api/v1/nodes", params, limit=1)), None) is not None:
+                    found = label
+                    break
+            self._pool_labels[pool] = found
+        return self._pool_labels[pool]
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
         """How many fit on the nodes the definition may use, from the cluster's own node and
@@ -157,6 +181,7 @@ class KubernetesDriver:
             selector=self._selector(opts),
             spot=opts["spot"],
             wanted=wanted,
+            tolerations=M.SPOT_TOLERATIONS if opts["spot"] else [],
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -171,7 +196,8 @@ class KubernetesDriver:
         name = M.object_name(allocation_id)
         lifetime = definition.resources.lifetime
         deadline = int(parse_duration(lifetime, "lifetime").total_seconds()) if lifetime else None
-        env = {str(k): str(v) for k, v in metadata.items()} | opts["env"]
+        # Metadata last: -o env cannot forge SHOAL_ALLOCATION_ID.
+        env = opts["env"] | {str(k): str(v) for k, v in metadata.items()}
         spec = M.pod_spec(
             image=opts["image"],
             argv=opts["argv"],
@@ -239,4 +265,10 @@ class KubernetesDriver:
 
     def deallocate(self, res: Resource) -> None:
         client, kind, namespace, name = self._where(res)
-        client.delete(M.path(kind, namespace, name), grace_seconds=self.cfg["grace_seconds"])
+        kinds = [kind]
+        if not (res.metadata or {}).get("kind"):
+            # A bare handle (cleanup after a failed or interrupted alloc) does not say whether
+            # `-o kind=job` made a Job: delete both names; the missing one is a harmless 404.
+            kinds = ["pod", "job"]
+        for each in kinds:
+            client.delete(M.path(each, namespace, name), grace_seconds=self.cfg["grace_seconds"])

@@ -15,15 +15,39 @@ if TYPE_CHECKING:
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
+def _tolerated(node: Mapping[str, Any], tolerations: list[dict[str, str]]) -> bool:
+    """Every NoSchedule/NoExecute taint on the node is tolerated by the pod we would make."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(
+            t.get("key") == taint.get("key")
+            and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
+            and t.get("effect") in (None, "", taint.get("effect"))
+            for t in tolerations
+        ):
+            return False
+    return True
+
+
 def _eligible(
-    node: Mapping[str, Any], rules: PoolRules, selector: Mapping[str, str], spot: bool | None
+    node: Mapping[str, Any],
+    rules: PoolRules,
+    selector: Mapping[str, str],
+    spot: bool | None,
+    tolerations: list[dict[str, str]],
 ) -> bool:
-    if node_reason(node) is not None:
+    if node_reason(node) is not None or not _tolerated(node, tolerations):
         return False
     labels = (node.get("metadata") or {}).get("labels") or {}
     if any(labels.get(k) != v for k, v in selector.items()):
         return False
     return spot is None or is_spot(labels, rules) == spot
+
+
+def _same_target(spec: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
+    """An unscheduled shoal pod competes for these nodes when it asks for the same ones."""
+    return dict(spec.get("nodeSelector") or {}) == dict(selector)
 
 
 def count_fits(
@@ -33,6 +57,7 @@ def count_fits(
     selector: Mapping[str, str],
     spot: bool | None,
     wanted: Mapping[str, int],
+    tolerations: list[dict[str, str]] | None = None,
 ) -> int:
     """`wanted` is in milli-units per resource name (cpu cores, memory bytes, devices).
 
@@ -42,7 +67,7 @@ def count_fits(
     """
     free: dict[str, dict[str, int]] = {}
     for node in client.collect(NODES, list):
-        if not _eligible(node, rules, selector, spot):
+        if not _eligible(node, rules, selector, spot, tolerations or []):
             continue
         name = str((node.get("metadata") or {}).get("name", ""))
         allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -59,7 +84,7 @@ def count_fits(
             node = spec.get("nodeName")
             if not node:
                 labels = (pod.get("metadata") or {}).get("labels") or {}
-                if labels.get(MANAGED_BY) == "shoal":
+                if labels.get(MANAGED_BY) == "shoal" and _same_target(spec, selector):
                     pending += 1
                 continue
             if node not in room:

@@ -333,3 +333,91 @@ def test_forbidden_namespace_is_a_credentials_error(
     api.forbidden_namespaces.add("team-a")
     run = cli("alloc", "--driver", "kubernetes", "-o", "image=x", *SMALL, env=env)
     assert run.exit_code == 77 and "team-a" in run.stderr
+
+
+def test_pool_matches_the_label_the_nodes_carry(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    from tests.providers.kubernetes.objects import gke_node
+
+    api.add("nodes", gke_node("g-1", pool="gpu-pool", machine_type="g2-standard-8"))
+    made = alloc(cli, env, "-o", "image=x", "-o", "pool=gpu-pool")
+    spec = api.get("pods", "team-a", made["resource"]["metadata"]["name"])["spec"]  # type: ignore[index]
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-nodepool": "gpu-pool"}
+
+
+def test_tainted_nodes_do_not_count_unless_tolerated(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    node = eks_node("cp-1", nodegroup="control", instance_type="m6i.2xlarge")
+    node["spec"]["taints"] = [
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    ]
+    api.add("nodes", node)
+    run = ok(
+        cli(
+            "alloc",
+            "--driver",
+            "kubernetes",
+            "--dry-run",
+            "--json",
+            "--cpu",
+            "4",
+            "--ram",
+            "1",
+            "-o",
+            "image=x",
+            "-o",
+            'node_selector={"eks.amazonaws.com/nodegroup": "control"}',
+            env=env,
+        )
+    )
+    assert run.json()["fits"] == 0
+
+
+def test_env_cannot_forge_the_allocation_id_and_label_keys_are_checked(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    made = alloc(cli, env, "-o", "image=x", "-o", 'env={"SHOAL_ALLOCATION_ID": "forged"}')
+    container = api.get("pods", "team-a", made["resource"]["metadata"]["name"])["spec"][
+        "containers"
+    ][0]  # type: ignore[index]
+    assert {"name": "SHOAL_ALLOCATION_ID", "value": made["id"]} in container["env"]
+    run = cli(
+        "alloc",
+        "--driver",
+        "kubernetes",
+        *SMALL,
+        "-o",
+        "image=x",
+        "-o",
+        'node_selector={"bad key!": "x"}',
+        env=env,
+    )
+    assert run.exit_code == 2 and "not a label name" in run.stderr
+
+
+def test_cleanup_from_a_bare_handle_finds_a_job(
+    api: ApiServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    # After a failed or interrupted alloc the service frees Resource(identifier=ID), which
+    # does not say that `-o kind=job` made a Job: the Job must go all the same.
+    from drivers.kubernetes.driver import KubernetesDriver
+    from drivers.types import LabelDefinition, Resource, Resources
+    from providers.settings import Paths, Settings
+
+    home = tmp_path / "home-bare"
+    home.mkdir()
+    driver = KubernetesDriver(
+        "kubernetes/default", Settings(paths=Paths.from_env({"SHOAL_HOME": str(home)}), env=env)
+    )
+    driver.prepare(b"{}")
+    definition = LabelDefinition(
+        driver="kubernetes/default",
+        resources=Resources(cpu=1, ram=1),
+        options={"image": "x", "kind": "job"},
+    )
+    driver.allocate(definition, {"SHOAL_ALLOCATION_ID": "kubernetes-0badc0de"})
+    assert api.names("jobs") != []
+    driver.deallocate(Resource(identifier="kubernetes-0badc0de"))
+    assert api.names("jobs") == []

@@ -255,3 +255,40 @@ def test_engine_restart_status_tells_the_truth(shoal: Shoal, podman_engine: Podm
 def _network(seen: dict[str, Any]) -> dict[str, Any]:
     networks = seen["NetworkSettings"].get("Networks") or {}
     return dict(next(iter(networks.values())))
+
+
+def test_export_into_a_missing_directory_is_a_usage_error(
+    shoal: Shoal, podman_engine: Podman, tmp_path: Path
+) -> None:
+    one = alloc(shoal, podman_engine)
+    target = tmp_path / "nowhere" / "fs.tar"
+    run = shoal("task", one["id"], "export", "--options", json.dumps({"path": str(target)}))
+    assert run.exit_code == 2 and "not a directory" in run.stderr
+
+
+def test_env_cannot_forge_the_allocation_id(shoal: Shoal, podman_engine: Podman) -> None:
+    one = alloc(shoal, podman_engine, "-o", 'env={"SHOAL_ALLOCATION_ID": "forged"}')
+    env = inspect(podman_engine, one["resource"]["metadata"]["container"])["Config"]["Env"]
+    assert f"SHOAL_ALLOCATION_ID={one['id']}" in env
+    assert "SHOAL_ALLOCATION_ID=forged" not in env
+
+
+def test_image_dirs_with_one_name_stay_apart_and_files_belong_to_root(
+    shoal: Shoal, podman_engine: Podman, tmp_path: Path
+) -> None:
+    busybox = find_busybox()
+    assert busybox is not None
+    made = []
+    for side in ("one", "two"):
+        root = tmp_path / side / f"rootfs{podman_engine.token}"
+        (root / "bin").mkdir(parents=True)
+        (root / "bin" / "busybox").write_bytes(busybox.read_bytes())
+        (root / "bin" / "busybox").chmod(0o755)
+        for applet in BUSYBOX_APPLETS:
+            (root / "bin" / applet).symlink_to("busybox")
+        (root / "who").write_text(side)
+        made.append(alloc(shoal, podman_engine, "-o", f"image={root}", entry="cat /who"))
+    first, second = (m["resource"]["metadata"]["image"] for m in made)
+    assert first != second
+    listing = podman_engine.run("run", "--rm", first, "ls", "-ln", "/who")
+    assert listing.split()[2:4] == ["0", "0"]
