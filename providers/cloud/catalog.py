@@ -189,7 +189,7 @@ class CloudCatalog:
                 f"--max-age {human_age(self.freshness.max_age)}; refresh them (without --offline)"
             )
         stale = age > self.ttl
-        if stale:
+        if stale and region not in self._failed:  # a failed refresh already said how old
             self._warn_once(
                 f"stale {region}",
                 f"{self._provider} {region}: prices are {human_age(age)} old (TTL "

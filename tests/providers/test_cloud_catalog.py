@@ -121,7 +121,7 @@ def test_past_its_ttl_a_failed_refresh_serves_the_old_data_with_a_warning(make) 
     (result,) = catalog.list_pricing(ResourceListOptions(region=RegionSpec(name="us-east-1")))
     assert result.stale
     assert any("refresh failed (testcloud: host down)" in w and "30h ago" in w for w in warnings)
-    assert any("old (TTL 24h)" in w for w in warnings)
+    assert len(warnings) == 1  # one warning says it all
 
 
 def test_the_ttl_comes_from_the_config(make) -> None:
