@@ -35,7 +35,7 @@ _shoal() {
         pricing) words='--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --help -h' ;;
         regions) words='--provider -p --refresh --offline --context --json --help -h' ;;
         resources) words='--provider -p --region -r --select -s --start --end --context --json --help -h' ;;
-        status) words='--all --json --help -h' ;;
+        status) words='--all --remote --json --help -h' ;;
         task) words='--options --json --help -h' ;;
         types) words='--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --help -h' ;;
         *) words='alloc catalog drivers free image pricing regions resources status task types --home --config --help -h' ;;

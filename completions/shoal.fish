@@ -91,6 +91,7 @@ complete -c shoal -n '__fish_seen_subcommand_from resources' -l context -r -d 'k
 complete -c shoal -n '__fish_seen_subcommand_from resources' -l json -d 'Print JSON (the spec'\''s shapes) instead of a table'
 complete -c shoal -n '__fish_seen_subcommand_from resources' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__fish_seen_subcommand_from status' -l all -d 'Also list freed and failed ones'
+complete -c shoal -n '__fish_seen_subcommand_from status' -l remote -r -d 'List what DRIVER'\''s shared backend holds for shoal, from any machine (kubernetes: pods and jobs; container: the engine'\''s containers)'
 complete -c shoal -n '__fish_seen_subcommand_from status' -l json -d 'Print JSON (the spec'\''s shapes) instead of a table'
 complete -c shoal -n '__fish_seen_subcommand_from status' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__fish_seen_subcommand_from task' -l options -r -d 'Task options as a JSON object'

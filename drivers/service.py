@@ -236,6 +236,19 @@ def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
     return out
 
 
+def remote_allocations(ctx: Drivers, driver_name: str) -> list[dict[str, Any]]:
+    """What a driver's shared backend holds for shoal, whichever machine made it (an
+    optional driver method beyond the spec: kubernetes pods and jobs, engine containers)."""
+    driver = ctx.driver(driver_name)
+    listing = getattr(driver, "remote_allocations", None)
+    if listing is None:
+        raise UsageError(
+            f"driver {driver.name()} keeps no shared state to list; `shoal status` lists "
+            "this machine's allocations"
+        )
+    return list(listing())
+
+
 def list_allocations(ctx: Drivers, *, include_ended: bool) -> list[dict[str, Any]]:
     recover(ctx)
     return ctx.ledger.summaries(include_ended=include_ended)

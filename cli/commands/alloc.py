@@ -194,12 +194,31 @@ def status(
     include_ended: Annotated[
         bool, typer.Option("--all", help="Also list freed and failed ones.")
     ] = False,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            metavar="DRIVER",
+            help="List what DRIVER's shared backend holds for shoal, from any machine "
+            "(kubernetes: pods and jobs; container: the engine's containers).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one allocation, reconciled with its driver, or list allocations."""
     from drivers import service
 
     svc = _drivers(ctx)
+    if remote is not None:
+        found = service.remote_allocations(svc, remote)
+        if as_json:
+            output.emit_json(found)
+        else:
+            columns = list(found[0]) if found else ["id"]
+            output.table(
+                f"{remote}: shoal's allocations", columns, [list(r.values()) for r in found]
+            )
+        return
     try:
         if alloc_id is None and as_json:
             output.emit_json_rows(service.list_allocations_json(svc, include_ended=include_ended))

@@ -371,6 +371,24 @@ class ContainerDriver:
             out["log_tail"] = engine.logs(cid, 10).strip()
         return out
 
+    def remote_allocations(self) -> list[dict[str, Any]]:
+        """shoal's containers on the engine, made by any machine that uses it."""
+        rows = []
+        for found in self.engine().containers({MANAGED_BY: "shoal"}):
+            labels = found.get("Labels") or {}
+            names = found.get("Names") or [""]
+            rows.append(
+                {
+                    "id": labels.get(ALLOCATION_LABEL, ""),
+                    "name": str(names[0]).lstrip("/"),
+                    "state": found.get("State", ""),
+                    "status": found.get("Status", ""),
+                    "image": found.get("Image", ""),
+                    "created": found.get("Created", ""),
+                }
+            )
+        return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))
+
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
         if task not in ("snapshot", "export"):
             return None

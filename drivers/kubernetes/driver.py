@@ -260,6 +260,36 @@ class KubernetesDriver:
             return describe_pod(obj)
         return describe_job(obj, client, namespace)
 
+    def remote_allocations(self) -> list[dict[str, Any]]:
+        """shoal's pods and jobs in the namespace, made by any machine (the labels say)."""
+        from drivers.kubernetes.state import describe_pod, holds
+
+        client = self.client()
+        namespace = self._namespace(client)
+        selector = {"labelSelector": f"{M.MANAGED_BY}=shoal"}
+        rows = []
+        for kind in ("pod", "job"):
+            for obj in client.list(M.path(kind, namespace), selector):
+                meta = obj.get("metadata") or {}
+                if kind == "pod" and "job-name" in (meta.get("labels") or {}):
+                    continue  # a Job's pod: the Job is the allocation
+                detail = describe_pod(obj) if kind == "pod" else {}
+                rows.append(
+                    {
+                        "id": (meta.get("labels") or {}).get(M.ALLOCATION_LABEL, ""),
+                        "kind": kind,
+                        "namespace": namespace,
+                        "name": meta.get("name", ""),
+                        "holds": holds(kind, obj),
+                        "phase": detail.get("phase", ""),
+                        "reason": detail.get("reason", ""),
+                        "node": detail.get("node", ""),
+                        "owner": (meta.get("annotations") or {}).get(M.OWNER_ANNOTATION, ""),
+                        "created": meta.get("creationTimestamp", ""),
+                    }
+                )
+        return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))
+
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
         return None
 

@@ -421,3 +421,22 @@ def test_cleanup_from_a_bare_handle_finds_a_job(
     assert api.names("jobs") != []
     driver.deallocate(Resource(identifier="kubernetes-0badc0de"))
     assert api.names("jobs") == []
+
+
+def test_status_remote_lists_what_other_machines_made(
+    cli: Cli, api: ApiServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    mine = alloc(cli, env, "-o", "image=x")
+    # Another machine: its own SHOAL_HOME (ledger), the same cluster.
+    other_home = tmp_path / "other-machine"
+    other_home.mkdir()
+    theirs = alloc(cli, {**env, "SHOAL_HOME": str(other_home)}, "-o", "image=y", "-o", "kind=job")
+    listed = ok(cli("status", "--remote", "kubernetes", "--json", env=env)).json()
+    assert {(r["id"], r["kind"]) for r in listed} == {(mine["id"], "pod"), (theirs["id"], "job")}
+    assert all(r["namespace"] == "team-a" and r["holds"] for r in listed)
+    local = ok(cli("status", "--json", env=env)).json()
+    assert [r["id"] for r in local] == [mine["id"]]  # the ledger: this machine's only
+    table = ok(cli("status", "--remote", "kubernetes", env=env)).stdout
+    assert theirs["id"] in table
+    run = cli("status", "--remote", "process", env=env)
+    assert run.exit_code == 2 and "no shared state" in run.stderr

@@ -292,3 +292,24 @@ def test_image_dirs_with_one_name_stay_apart_and_files_belong_to_root(
     assert first != second
     listing = podman_engine.run("run", "--rm", first, "ls", "-ln", "/who")
     assert listing.split()[2:4] == ["0", "0"]
+
+
+def test_status_remote_lists_the_engine_containers_of_shoal(
+    shoal: Shoal, podman_engine: Podman, tmp_path: Path
+) -> None:
+    one = alloc(shoal, podman_engine)
+    other_home = tmp_path / "other-machine"  # another ledger on the same engine
+    other_home.mkdir()
+    (other_home / "config.toml").write_text(CONFIG)
+    made = shoal(
+        "alloc", "--driver", "container", "--cpu", "1", "--ram", "1",
+        "-o", f"image={podman_engine.image}", "-o", f"entry={IDLE}", "--json",
+        env={"SHOAL_HOME": str(other_home)},
+    )  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    two = made.json()
+    run = shoal("status", "--remote", "container", "--json")
+    assert run.exit_code == 0, run.stderr
+    listed = {r["id"]: r for r in run.json()}
+    assert listed[one["id"]]["state"] == listed[two["id"]]["state"] == "running"
+    shoal("free", two["id"], env={"SHOAL_HOME": str(other_home)})
