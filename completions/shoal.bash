@@ -25,7 +25,7 @@ _shoal() {
             *) words='export import status --help -h' ;;
         esac ;;
         drivers) words='--json --help -h' ;;
-        free) words='--expired --json --help -h' ;;
+        free) words='--expired --remote --json --help -h' ;;
         image) case "$sub" in
             list) words='--out --json --help -h' ;;
             pull) words='--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --help -h' ;;

@@ -40,6 +40,7 @@ complete -c shoal -n '__fish_seen_subcommand_from catalog; and __fish_seen_subco
 complete -c shoal -n '__fish_seen_subcommand_from drivers' -l json -d 'Print JSON (the spec'\''s shapes) instead of a table'
 complete -c shoal -n '__fish_seen_subcommand_from drivers' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__fish_seen_subcommand_from free' -l expired -d 'Free every allocation past its lifetime'
+complete -c shoal -n '__fish_seen_subcommand_from free' -l remote -r -d 'Free ID in DRIVER'\''s shared backend even if another machine made it (see status --remote)'
 complete -c shoal -n '__fish_seen_subcommand_from free' -l json -d 'Print JSON (the spec'\''s shapes) instead of a table'
 complete -c shoal -n '__fish_seen_subcommand_from free' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__fish_seen_subcommand_from image' -l help -s h -d 'Show help and exit'

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from drivers import ledger as L
 from drivers.ledger import Allocation, Ledger
-from providers.errors import RetryableError, ShoalError, UsageError
+from providers.errors import NotFoundError, RetryableError, ShoalError, UsageError
 from providers.timeutil import utcnow
 from providers.wire import from_wire, to_wire
 
@@ -247,6 +247,34 @@ def remote_allocations(ctx: Drivers, driver_name: str) -> list[dict[str, Any]]:
             "this machine's allocations"
         )
     return list(listing())
+
+
+def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> dict[str, Any]:
+    """Free an allocation a shared backend holds, whichever machine made it: through this
+    ledger when it is ours, else straight in the backend (a crashed CI runner's pods)."""
+    from drivers.types import Resource
+
+    held = {row["id"] for row in remote_allocations(ctx, driver_name)}
+    try:
+        ctx.ledger.get(alloc_id)
+    except NotFoundError:
+        pass
+    else:
+        return free(ctx, alloc_id)
+    driver = ctx.driver(driver_name)
+    if alloc_id not in held:
+        raise NotFoundError(
+            f"{driver.name()} holds no shoal allocation {alloc_id!r}; "
+            f"`shoal status --remote {driver_name}` lists them"
+        )
+    driver.deallocate(Resource(identifier=alloc_id))
+    return {
+        "id": alloc_id,
+        "status": L.FREED,
+        "changed": True,
+        "message": f"{alloc_id}: freed in {driver.name()} (made on another machine; "
+        "not in this machine's ledger)",
+    }
 
 
 def list_allocations(ctx: Drivers, *, include_ended: bool) -> list[dict[str, Any]]:

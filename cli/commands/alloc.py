@@ -272,6 +272,15 @@ def free(
     expired: Annotated[
         bool, typer.Option("--expired", help="Free every allocation past its lifetime.")
     ] = False,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            metavar="DRIVER",
+            help="Free ID in DRIVER's shared backend even if another machine made it "
+            "(see status --remote).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Deallocate a resource and record it; freeing twice is harmless."""
@@ -279,9 +288,16 @@ def free(
 
     if (alloc_id is None) == (not expired):
         raise UsageError("give an allocation ID or --expired (not both)")
+    if remote is not None and alloc_id is None:
+        raise UsageError("--remote frees one allocation: give its ID")
     svc = _drivers(ctx)
     try:
-        results = service.free_expired(svc) if expired else [service.free(svc, str(alloc_id))]
+        if expired:
+            results = service.free_expired(svc)
+        elif remote is not None:
+            results = [service.free_remote(svc, remote, str(alloc_id))]
+        else:
+            results = [service.free(svc, str(alloc_id))]
     finally:
         _flush_warnings(svc)
     if as_json:

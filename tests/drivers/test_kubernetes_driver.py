@@ -440,3 +440,21 @@ def test_status_remote_lists_what_other_machines_made(
     assert theirs["id"] in table
     run = cli("status", "--remote", "process", env=env)
     assert run.exit_code == 2 and "no shared state" in run.stderr
+
+
+def test_free_remote_frees_what_another_machine_made(
+    cli: Cli, api: ApiServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    other_home = tmp_path / "crashed-runner"
+    other_home.mkdir()
+    theirs = alloc(cli, {**env, "SHOAL_HOME": str(other_home)}, "-o", "image=y", "-o", "kind=job")
+    run = cli("free", theirs["id"], env=env)
+    assert run.exit_code == 1  # not in this machine's ledger
+    run = ok(cli("free", theirs["id"], "--remote", "kubernetes", "--json", env=env))
+    assert run.json()["status"] == "FREED" and "another machine" in run.json()["message"]
+    assert api.names("jobs") == []
+    run = cli("free", theirs["id"], "--remote", "kubernetes", env=env)
+    assert run.exit_code == 1 and "holds no shoal allocation" in run.stderr
+    mine = alloc(cli, env, "-o", "image=x")
+    ok(cli("free", mine["id"], "--remote", "kubernetes", env=env))  # ours: through the ledger
+    assert ok(cli("status", mine["id"], "--json", env=env)).json()["status"] == "FREED"
