@@ -254,15 +254,14 @@ def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> dict[str, Any]
     ledger when it is ours, else straight in the backend (a crashed CI runner's pods)."""
     from drivers.types import Resource
 
-    held = {row["id"] for row in remote_allocations(ctx, driver_name)}
     try:
         ctx.ledger.get(alloc_id)
     except NotFoundError:
         pass
     else:
-        return free(ctx, alloc_id)
+        return free(ctx, alloc_id)  # ours: no need to list the backend
     driver = ctx.driver(driver_name)
-    if alloc_id not in held:
+    if alloc_id not in {row["id"] for row in remote_allocations(ctx, driver_name)}:
         raise NotFoundError(
             f"{driver.name()} holds no shoal allocation {alloc_id!r}; "
             f"`shoal status --remote {driver_name}` lists them"

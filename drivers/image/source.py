@@ -25,7 +25,8 @@ from providers.errors import (
     ProviderUnreachableError,
     ShoalError,
 )
-from providers.urls import display
+from providers.retry import backoff_delay
+from providers.urls import display, origin
 
 if TYPE_CHECKING:
     import hashlib
@@ -47,12 +48,6 @@ class Policy:
     backoff_seconds: float = 0.5  # doubles per retry, capped at 8 s
     connect_timeout_seconds: float = 15.0
     read_timeout_seconds: float = 30.0  # a stall longer than this is a drop
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 class HttpSource:
@@ -107,19 +102,15 @@ class HttpSource:
         return self._clients[scheme]
 
     def _sleep_before_retry(self, attempt: int, response: httpx.Response | None = None) -> None:
-        delay = min(8.0, self.policy.backoff_seconds * (2**attempt))
-        if response is not None:
-            retry_after = response.headers.get("retry-after", "")
-            if retry_after.isdigit():
-                delay = min(8.0, max(delay, float(retry_after)))
-        time.sleep(delay)
+        retry_after = response.headers.get("retry-after", "") if response is not None else ""
+        time.sleep(backoff_delay(attempt, self.policy.backoff_seconds, 8.0, retry_after))
 
     def _send(self, extra: dict[str, str]) -> httpx.Response:
         """One logical request: redirects followed by hand (auth stays with the origin)."""
         url = self.url
-        origin = _origin(self.url)
+        first = origin(self.url)
         for _ in range(MAX_REDIRECTS + 1):
-            request_auth = self.auth if _origin(url) == origin else None
+            request_auth = self.auth if origin(url) == first else None
             client = self._client_for(url)
             request = client.build_request("GET", url, headers=extra)
             if request_auth is not None:
@@ -166,7 +157,7 @@ class HttpSource:
         where = display(self.final_url)
         if code in (401, 403):
             response.close()
-            if self.auth and _origin(self.final_url) != _origin(self.url):
+            if self.auth and origin(self.final_url) != origin(self.url):
                 hint = (
                     "after a redirect to another host, which is never sent your credentials "
                     f"(they go to {display(self.url).split('/')[2]} only)"

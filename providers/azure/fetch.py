@@ -27,7 +27,7 @@ from providers.errors import CredentialsError, ShoalError
 from providers.models import RegionSpec
 from providers.settings import Settings
 from providers.timeutil import utcnow
-from providers.urls import display
+from providers.urls import display, origin
 
 PROVIDER = "azure"
 DEFAULT_PRICES_URL = "https://prices.azure.com"
@@ -60,19 +60,13 @@ def next_url(link: str, base: str) -> str:
     target, home = urlsplit(link), urlsplit(base)
     if not target.scheme:  # a relative link: resolve against the base
         target = urlsplit(base.rstrip("/") + "/" + link.lstrip("/"))
-    if _origin(target.scheme, target.hostname, target.port) == _origin(
-        home.scheme, home.hostname, home.port
-    ):
+    if origin(urlunsplit(target)) == origin(base):
         return urlunsplit(target)
     path = target.path
     prefix = home.path.rstrip("/")
     if prefix and not path.startswith(prefix + "/"):
         path = prefix + path
     return urlunsplit((home.scheme, home.netloc, path, target.query, ""))
-
-
-def _origin(scheme: str, host: str | None, port: int | None) -> tuple[str, str, int]:
-    return scheme.lower(), (host or "").lower(), port or (443 if scheme == "https" else 80)
 
 
 class AzureFetcher:

@@ -23,7 +23,8 @@ from providers.errors import (
     RetryableError,
     ShoalError,
 )
-from providers.urls import display
+from providers.retry import backoff_delay
+from providers.urls import display, origin
 
 if TYPE_CHECKING:
     import httpx
@@ -31,13 +32,6 @@ if TYPE_CHECKING:
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 MAX_REDIRECTS = 10
 _CREDENTIAL_HEADERS = {"authorization", "x-amz-security-token", "x-amz-date", "cookie"}
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
 
 
 @dataclass(frozen=True)
@@ -109,12 +103,9 @@ class CloudHttp:
         return f"{self.provider}: {display(url)}"
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        delay = self.policy.backoff_seconds * (2**attempt)
-        if response is not None:
-            retry_after = response.headers.get("retry-after", "").strip()
-            if retry_after.isdigit():
-                delay = max(delay, float(retry_after))
-        return float(min(self.policy.max_delay_seconds, delay))
+        retry_after = response.headers.get("retry-after", "") if response is not None else ""
+        policy = self.policy
+        return backoff_delay(attempt, policy.backoff_seconds, policy.max_delay_seconds, retry_after)
 
     def _fail_status(self, url: str, response: httpx.Response) -> ShoalError:
         code = response.status_code
@@ -165,7 +156,7 @@ class CloudHttp:
         from urllib.parse import urljoin
 
         sent = dict(headers or {})
-        origin = _origin(url)
+        first = origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             client = self.client(url)
             request = client.build_request("GET", url, params=params, headers=sent)
@@ -179,7 +170,7 @@ class CloudHttp:
                 raise ShoalError(
                     f"{self._where(url)}: redirect from https to {display(target)} refused"
                 )
-            if _origin(target) != origin:
+            if origin(target) != first:
                 sent = {k: v for k, v in sent.items() if k.lower() not in _CREDENTIAL_HEADERS}
             url, params = target, None
         raise ShoalError(f"{self._where(url)}: more than {MAX_REDIRECTS} redirects")

@@ -54,6 +54,7 @@ from providers.kubernetes.kubeconfig import (
     exec_credential,
     read_token_file,
 )
+from providers.retry import backoff_delay
 
 if TYPE_CHECKING:
     import httpx
@@ -305,12 +306,12 @@ class KubeClient:
         return value
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        delay = self.policy.backoff_seconds * (2 ** (attempt - 1))
-        if response is not None:
-            retry_after = response.headers.get("retry-after", "").strip()
-            if retry_after.isdigit():
-                delay = max(delay, float(retry_after))
-        return float(min(self.policy.max_delay_seconds, delay))
+        """`attempt` counts from 1 here."""
+        retry_after = response.headers.get("retry-after", "") if response is not None else ""
+        policy = self.policy
+        return backoff_delay(
+            attempt - 1, policy.backoff_seconds, policy.max_delay_seconds, retry_after
+        )
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
