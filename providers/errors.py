@@ -7,6 +7,8 @@ how to fix it. They never carry credentials.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class ShoalError(Exception):
     """Base of every expected failure: an ordinary error (exit 1)."""
@@ -53,3 +55,11 @@ class NotFoundError(ShoalError):
 
 class LedgerCorruptError(ShoalError):
     """The ledger file is not a readable SQLite database; it is reported, never overwritten."""
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret in it replaced by ***, before it reaches a message."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text

@@ -22,6 +22,7 @@ from providers.errors import (
     ProviderUnreachableError,
     RetryableError,
     ShoalError,
+    scrub,
 )
 from providers.retry import backoff_delay
 from providers.urls import display, origin
@@ -95,9 +96,7 @@ class CloudHttp:
         self._clients.clear()
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, self.secrets)
 
     def _where(self, url: str) -> str:
         return f"{self.provider}: {display(url)}"

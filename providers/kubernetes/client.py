@@ -47,6 +47,7 @@ from providers.errors import (
     RetryableError,
     ShoalError,
     UsageError,
+    scrub,
 )
 from providers.kubernetes.kubeconfig import (
     Connection,
@@ -314,9 +315,7 @@ class KubeClient:
         )
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return " ".join(text.split())
+        return " ".join(scrub(text, self._secrets).split())
 
     # -- errors ----------------------------------------------------------------------------
 

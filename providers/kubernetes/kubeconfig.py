@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.env import ENV_KUBECONFIG
-from providers.errors import ConfigError, CredentialsError, UsageError
+from providers.errors import ConfigError, CredentialsError, UsageError, scrub
 
 ENV_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
 ENV_SERVICE_PORT = "KUBERNETES_SERVICE_PORT"
@@ -686,6 +686,4 @@ def _parse_credential(stdout: bytes, spec: ExecSpec, name: str) -> ExecCredentia
 
 
 def _scrub(text: str, connection: Connection) -> str:
-    for secret in connection.secrets():
-        text = text.replace(secret, "***")
-    return text
+    return scrub(text, connection.secrets())
