@@ -31,8 +31,7 @@ def gather_pricing(
         except ShoalError as exc:
             if len(names) == 1:
                 raise
-            output.warn(f"{name}: {exc}")
-            failed.append(ResourcePricing(provider=name, error=str(exc)))
+            failed.append(ResourcePricing(provider=name, error=_named(name, str(exc))))
             errors.append(exc)
             continue
         if windowed:
@@ -41,8 +40,22 @@ def gather_pricing(
             pricing.provider = pricing.provider or name
         results.extend(got)
     if errors and not results:
-        raise errors[0]
+        # Every provider failed: each failure once, the last as the error that sets the code.
+        for entry in failed[:-1]:
+            output.error(entry.error)
+        last = errors[-1]
+        last.args = (failed[-1].error,)  # same kind (exit code), provider named once
+        raise last
+    for entry in failed:
+        output.warn(entry.error)
     return False, results, failed
+
+
+def _named(provider: str, message: str) -> str:
+    """The message with the provider named once: most already start with it."""
+    return message if message.startswith((f"{provider}:", f"{provider} ")) else (
+        f"{provider}: {message}"
+    )
 
 
 def render_pricing(

@@ -30,16 +30,20 @@ class RegionSpec:
 
 @dataclass
 class InstanceTypeSpec:
-    """One instance type's shape. Memory in GiB; GPU memory in GiB per GPU."""
+    """One instance type's shape. Memory in GiB; GPU memory in GiB per GPU. vCPUs and
+    memory are null when the provider's data does not say them (never 0). `source` says
+    where the shape came from (the provider's API, or shoal's built-in table of the
+    provider's published sizes, with its date)."""
 
     name: str = field(default="")
-    vcpus: float = field(default=0.0)
-    memory_gib: float = field(default=0.0)
+    vcpus: float | None = field(default=None)
+    memory_gib: float | None = field(default=None)
     arch: str = field(default="")
     gpu: str = field(omitempty=True, default="")
     gpu_count: int = field(default=0)
     gpu_memory_gib: float = field(omitempty=True, default=0.0)
     region: str = field(omitempty=True, default="")
+    source: str = field(omitempty=True, default="")
 
 
 @dataclass

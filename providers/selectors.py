@@ -16,7 +16,20 @@ from providers.errors import UsageError
 from providers.models import Selector
 from providers.selector_keys import HELP, KNOWN_KEYS, NUMERIC_KEYS, STRING_KEYS
 
-__all__ = ["HELP", "KNOWN_KEYS", "NUMERIC_KEYS", "STRING_KEYS", "matches", "parse"]
+__all__ = [
+    "HELP",
+    "KNOWN_KEYS",
+    "NUMERIC_KEYS",
+    "STRING_KEYS",
+    "UnjudgedCount",
+    "matches",
+    "parse",
+    "unjudged",
+]
+
+# Keys whose value a provider may not know for a row (null, never 0): a comparison on them
+# cannot be judged, and the rows it drops for that reason are counted and reported.
+MAYBE_UNKNOWN = frozenset({"vcpus", "memory_gib"})
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_.]*"
 _SET = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s*\((.*)\)\s*$")
@@ -116,8 +129,24 @@ def _equal(actual: Any, wanted: str) -> bool:
     return str(actual).lower() == wanted.lower()
 
 
+def _gpu_equal(actual: Any, wanted: str, record: Mapping[str, Any]) -> bool:
+    """`gpu=A100-80GB` is `gpu=A100` with 80 GiB per GPU; names compare canonically."""
+    from providers.gpus import canonical
+
+    model, memory = canonical(wanted)
+    if canonical(str(actual))[0].lower() != model.lower():
+        return False
+    if memory is None:
+        return True
+    have = _as_number(record.get("gpu_memory_gib"))
+    return have is not None and abs(have - memory) < 0.5
+
+
 def matches_one(selector: Selector, record: Mapping[str, Any]) -> bool:
     actual = record.get(selector.key)
+    if selector.key == "gpu" and actual and selector.operator in ("=", "in", "!=", "notin"):
+        hit = any(_gpu_equal(actual, v, record) for v in selector.values)
+        return hit if selector.operator in ("=", "in") else not hit
     present = actual is not None and actual != ""
     op = selector.operator
     if op == "exists":
@@ -141,3 +170,32 @@ def matches_one(selector: Selector, record: Mapping[str, Any]) -> bool:
 
 def matches(selectors: Iterable[Selector], record: Mapping[str, Any]) -> bool:
     return all(matches_one(s, record) for s in selectors)
+
+
+def unjudged(selectors: Iterable[Selector], record: Mapping[str, Any]) -> list[str]:
+    """The keys a comparison needed but the record does not know (see MAYBE_UNKNOWN)."""
+    return [
+        s.key
+        for s in selectors
+        if s.key in MAYBE_UNKNOWN
+        and s.operator not in ("exists", "!exists")
+        and record.get(s.key) is None
+    ]
+
+
+class UnjudgedCount:
+    """Rows a filter left out only because a value it tests is unknown, per key."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, int] = {}
+
+    def add(self, selectors: Iterable[Selector], record: Mapping[str, Any]) -> None:
+        for key in dict.fromkeys(unjudged(selectors, record)):
+            self.by_key[key] = self.by_key.get(key, 0) + 1
+
+    def notes(self) -> list[str]:
+        return [
+            f"--select could not judge {count} row(s) with no known {key} (left out; "
+            f"`--select '!{key}'` lists them)"
+            for key, count in sorted(self.by_key.items())
+        ]

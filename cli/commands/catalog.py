@@ -12,7 +12,7 @@ from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
     from providers.catalog import Catalog
-    from providers.models import RegionSpec, ResourceListOptions, Selector
+    from providers.models import InstanceTypeSpec, RegionSpec, ResourceListOptions, Selector
 
 ProviderOpt = Annotated[
     str,
@@ -118,10 +118,16 @@ def _options(
         from providers import selectors
 
         selected = selectors.parse(select)
+    start_time = parse_time(start, "--start") if start else None
+    end_time = parse_time(end, "--end") if end else None
+    if start_time is not None and end_time is not None and end_time < start_time:
+        from providers.errors import UsageError
+
+        raise UsageError(f"--end {end} is before --start {start}; swap them")
     return ResourceListOptions(
         region=region or RegionSpec(),
-        start_time=parse_time(start, "--start") if start else None,
-        end_time=parse_time(end, "--end") if end else None,
+        start_time=start_time,
+        end_time=end_time,
         filter=ListResourceFilter(resource_selectors=selected) if selected else None,
     )
 
@@ -170,11 +176,14 @@ def types(
     chosen = selectors.parse(select or [])
     _refuse_price_keys(chosen, sort)
     found = []
+    unjudged = selectors.UnjudgedCount()
     for r in _regions(catalog, region):
         for spec in catalog.list_instance_types(r):
             record = selector_record(spec, provider=provider)
             if selectors.matches(chosen, record):
                 found.append((record, spec))
+            else:
+                unjudged.add(chosen, record)
     if sort:
         key = sort.lstrip("-")
         if key not in selectors.KNOWN_KEYS:
@@ -185,6 +194,8 @@ def types(
             )
         found.sort(key=lambda pair: _sort_key(pair[0].get(key)), reverse=sort.startswith("-"))
     specs = [spec for _, spec in found][:limit]
+    for note in unjudged.notes():
+        output.warn(f"{provider}: {note}")
     if as_json:
         output.emit_json(to_wire(specs))
         return
@@ -205,6 +216,17 @@ def types(
             for s in specs
         ],
     )
+    for source, count in _shape_sources(specs):
+        output.message(f"{provider}: shapes of {count} type(s) from {source}")
+
+
+def _shape_sources(specs: "list[InstanceTypeSpec]") -> list[tuple[str, int]]:
+    """Where the listed shapes came from, most rows first (JSON carries it per row)."""
+    counts: dict[str, int] = {}
+    for spec in specs:
+        if spec.source:
+            counts[spec.source] = counts.get(spec.source, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def _refuse_price_keys(chosen: "list[Selector]", sort: str | None) -> None:
@@ -244,6 +266,7 @@ def _gather(
 
     if end is not None and start is None:
         raise UsageError("--end needs --start; give the window's start too")
+    _options(None, select, start, end)  # a bad window or selector fails before any request
     windowed = start is not None
     chosen = _regions(catalog, region)
     if windowed:

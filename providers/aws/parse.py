@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from providers import gpus
 from providers.aws.offerfile import OfferScan, Product
 from providers.cloud.offers import Offer
 from providers.errors import ShoalError
@@ -145,7 +146,7 @@ def gpu_model(instance_type: str, attributes: dict[str, Any], count: int) -> tup
         if value and value.upper() != "NA":
             explicit = value
             break
-    model = _short_gpu(explicit) if explicit else table_model
+    model = gpus.model(explicit) if explicit else table_model
     total = gib(attributes.get("gpuMemory"))
     if total <= 0 or count <= 0:
         return model, table_memory
@@ -153,15 +154,6 @@ def gpu_model(instance_type: str, attributes: dict[str, Any], count: int) -> tup
     if table_memory and abs(total - table_memory) < abs(per_gpu - table_memory):
         per_gpu = total
     return model, round(per_gpu, 2)
-
-
-def _short_gpu(name: str) -> str:
-    """ "NVIDIA H100 80GB" -> "H100"; unknown shapes pass through."""
-    words = [w for w in name.replace("-", " ").split() if w.upper() not in ("NVIDIA", "AMD")]
-    for word in words:
-        if any(c.isdigit() for c in word) and not word.upper().endswith(("GB", "GIB")):
-            return word.upper() if word[0].isalpha() else word
-    return " ".join(words) or name
 
 
 def _count(attributes: dict[str, Any]) -> int:

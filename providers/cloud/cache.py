@@ -21,7 +21,7 @@ from providers.cloud.offers import Offer, Snapshot
 from providers.errors import RetryableError, ShoalError
 from providers.models import RegionSpec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 HistoryRow = tuple[str, str, float, float | None, float | None, float | None]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS region_list(
@@ -33,9 +33,9 @@ CREATE TABLE IF NOT EXISTS snapshot(
     PRIMARY KEY(provider, region)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS offer(
     provider TEXT NOT NULL, region TEXT NOT NULL, instance_type TEXT NOT NULL,
-    vcpus REAL NOT NULL, memory_gib REAL NOT NULL, arch TEXT NOT NULL, gpu TEXT NOT NULL,
+    vcpus REAL, memory_gib REAL, arch TEXT NOT NULL, gpu TEXT NOT NULL,
     gpu_count INTEGER NOT NULL, gpu_memory_gib REAL NOT NULL,
-    on_demand REAL, spot REAL, scheduled REAL,
+    on_demand REAL, spot REAL, scheduled REAL, shape_source TEXT NOT NULL DEFAULT '',
     PRIMARY KEY(provider, region, instance_type)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history(
     provider TEXT NOT NULL, region TEXT NOT NULL, instance_type TEXT NOT NULL,
@@ -44,8 +44,23 @@ CREATE TABLE IF NOT EXISTS history(
 """
 _OFFER_COLUMNS = (
     "instance_type, vcpus, memory_gib, arch, gpu, gpu_count, gpu_memory_gib, "
-    "on_demand, spot, scheduled"
+    "on_demand, spot, scheduled, shape_source"
 )
+# Version 1 stored an unknown memory as 0.0 (NOT NULL) and had no shape_source: its offer
+# rows are rebuilt with 0 read as unknown, which is what 0 meant there; history is kept.
+_MIGRATE_1_TO_2 = """
+CREATE TABLE offer_v2(
+    provider TEXT NOT NULL, region TEXT NOT NULL, instance_type TEXT NOT NULL,
+    vcpus REAL, memory_gib REAL, arch TEXT NOT NULL, gpu TEXT NOT NULL,
+    gpu_count INTEGER NOT NULL, gpu_memory_gib REAL NOT NULL,
+    on_demand REAL, spot REAL, scheduled REAL, shape_source TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY(provider, region, instance_type)) WITHOUT ROWID;
+INSERT INTO offer_v2 SELECT provider, region, instance_type, NULLIF(vcpus, 0),
+    NULLIF(memory_gib, 0), arch, gpu, gpu_count, gpu_memory_gib, on_demand, spot, scheduled, ''
+    FROM offer;
+DROP TABLE offer;
+ALTER TABLE offer_v2 RENAME TO offer;
+"""
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,10 @@ class CatalogCache:
             if version == 0:
                 self._db.executescript(_SCHEMA)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version == 1:
+                self._db.executescript(
+                    f"BEGIN IMMEDIATE;{_MIGRATE_1_TO_2}PRAGMA user_version=2;COMMIT;"
+                )
             elif version != SCHEMA_VERSION:
                 raise ShoalError(
                     f"catalog cache {path} has schema version {version}, this shoal knows "
@@ -151,6 +170,7 @@ class CatalogCache:
                 o.on_demand,
                 o.spot,
                 o.scheduled,
+                o.shape_source,
             )
             for o in snapshot.offers.values()
         ]
@@ -159,7 +179,7 @@ class CatalogCache:
                 "DELETE FROM offer WHERE provider = ? AND region = ?",
                 (snapshot.provider, snapshot.region),
             )
-            db.executemany(f"INSERT INTO offer VALUES ({', '.join('?' * 12)})", rows)
+            db.executemany(f"INSERT INTO offer VALUES ({', '.join('?' * 13)})", rows)
             db.execute(
                 "INSERT OR REPLACE INTO snapshot VALUES (?, ?, ?, ?, ?, ?)",
                 (

@@ -35,6 +35,7 @@ from providers.regions import check_region
 from providers.timeutil import utcnow
 
 if TYPE_CHECKING:
+    from providers.selectors import UnjudgedCount
     from providers.settings import Settings
 
 CACHE_FILE = "catalog.sqlite"
@@ -163,6 +164,14 @@ class CloudCatalog:
             except ShoalError as exc:
                 if info is None or self.freshness.refresh:
                     raise
+                if max_age is not None and now - info.fetched_at > max_age:
+                    # Said before any "serving old prices": they are not served.
+                    exc.args = (
+                        f"{self._provider} {region}: refresh failed ({exc}) and the cached "
+                        f"prices are {human_age(now - info.fetched_at)} old, older than "
+                        f"--max-age {human_age(max_age)}",
+                    )
+                    raise
                 self._failed.add(region)  # once per run: the old data is what we have
                 self._warn_once(
                     f"refresh {region}",
@@ -202,25 +211,30 @@ class CloudCatalog:
     def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
         out: list[InstanceTypeSpec] = []
         for name in self.chosen_regions(region):
-            _, offers, _ = self.snapshot(name)
-            out.extend(_spec(o, name) for o in offers)
+            info, offers, _ = self.snapshot(name)
+            out.extend(_spec(o, name, info.source) for o in offers)
         return out
 
     def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
+        from providers.selectors import UnjudgedCount
+
         selectors = opts.filter.resource_selectors if opts.filter else []
         out: list[ResourcePricing] = []
         for name in self.chosen_regions(opts.region):
             info, offers, stale = self.snapshot(name)
             items = {}
+            unjudged = UnjudgedCount()
             for offer in offers:
-                if selectors and not _matches(selectors, offer, name, self._provider):
+                if selectors and not _matches(selectors, offer, name, self._provider, unjudged):
                     continue
                 items[offer.instance_type] = ResourcePricingItem(
                     on_demand_price=offer.on_demand,
                     spot_price=offer.spot,
                     scheduled_price=offer.scheduled,
                 )
-            out.append(_pricing(info, items, stale))
+            pricing = _pricing(info, items, stale)
+            pricing.notes.extend(unjudged.notes())
+            out.append(pricing)
         return out
 
     def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
@@ -304,7 +318,7 @@ def _guarded(provider: str, what: str, fetch: Callable[[], T]) -> T:
         ) from None
 
 
-def _spec(offer: Offer, region: str) -> InstanceTypeSpec:
+def _spec(offer: Offer, region: str, source: str = "") -> InstanceTypeSpec:
     return InstanceTypeSpec(
         name=offer.instance_type,
         vcpus=offer.vcpus,
@@ -314,16 +328,27 @@ def _spec(offer: Offer, region: str) -> InstanceTypeSpec:
         gpu_count=offer.gpu_count,
         gpu_memory_gib=offer.gpu_memory_gib,
         region=region,
+        source=offer.shape_source or source,
     )
 
 
-def _matches(selectors: list[Selector], offer: Offer, region: str, provider: str) -> bool:
+def _matches(
+    selectors: list[Selector],
+    offer: Offer,
+    region: str,
+    provider: str,
+    unjudged: UnjudgedCount | None = None,
+) -> bool:
     from providers import selectors as sel
 
     record = selector_record(
         _spec(offer, region), provider=provider, price=offer.on_demand, spot_price=offer.spot
     )
-    return sel.matches(selectors, record)
+    if sel.matches(selectors, record):
+        return True
+    if unjudged is not None:
+        unjudged.add(selectors, record)
+    return False
 
 
 def _pricing(

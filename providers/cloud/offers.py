@@ -25,11 +25,13 @@ def no_progress(done: int, total: int | None, what: str) -> None:
 @dataclass(slots=True)
 class Offer:
     """One instance type in one region. Memory in GiB, GPU memory in GiB per GPU;
-    prices per hour in the snapshot's currency, None when not offered or not known."""
+    prices per hour in the snapshot's currency, None when not offered or not known.
+    vCPUs and memory are None when the provider's data does not say them: an unknown is
+    never 0, or a `memory_gib>=16` filter would silently drop the row."""
 
     instance_type: str
-    vcpus: float = 0.0
-    memory_gib: float = 0.0
+    vcpus: float | None = None
+    memory_gib: float | None = None
     arch: str = ""  # x86_64 | arm64 | "" (unknown)
     gpu: str = ""  # model, e.g. "H100"
     gpu_count: int = 0
@@ -37,6 +39,9 @@ class Offer:
     on_demand: float | None = None
     spot: float | None = None
     scheduled: float | None = None
+    # Where the shape (vCPUs, memory, GPUs) came from when that is not the snapshot's
+    # source, e.g. shoal's built-in table of a provider's published sizes; "" otherwise.
+    shape_source: str = ""
 
 
 @dataclass

@@ -7,7 +7,8 @@ to machines that have none. The file is JSON (gzip when its name ends in `.gz`):
      "regions": [{"name": ..., "location": ..., "zones": [...]}],
      "snapshots": [{"region", "fetchedAt", "source", "currency", "notes",
                     "offers": [{"instanceType", "vcpus", "memoryGib", "arch", "gpu",
-                                "gpuCount", "gpuMemoryGib", "onDemand", "spot", "scheduled"}]}],
+                                "gpuCount", "gpuMemoryGib", "onDemand", "spot", "scheduled",
+                                "shapeSource"}]}],
      "history": [[region, instanceType, observedAt (RFC 3339), onDemand, spot, scheduled]]}
 
 Import checks the whole file before writing anything, keeps local snapshots that are newer
@@ -41,8 +42,8 @@ _ITEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _OFFER_FIELDS = (
     ("instanceType", "instance_type", str),
-    ("vcpus", "vcpus", float),
-    ("memoryGib", "memory_gib", float),
+    ("vcpus", "vcpus", float | None),
+    ("memoryGib", "memory_gib", float | None),
     ("arch", "arch", str),
     ("gpu", "gpu", str),
     ("gpuCount", "gpu_count", int),
@@ -50,7 +51,9 @@ _OFFER_FIELDS = (
     ("onDemand", "on_demand", float | None),
     ("spot", "spot", float | None),
     ("scheduled", "scheduled", float | None),
+    ("shapeSource", "shape_source", str),
 )
+_OPTIONAL = frozenset({"shapeSource"})  # older exports lack it
 
 
 @dataclass
@@ -248,9 +251,12 @@ def parse(
             fields = {
                 attr: check.value(f"{at}.{wire}", raw.get(wire), kind)
                 for wire, attr, kind in _OFFER_FIELDS
-                if wire in raw or kind != float | None
+                if wire in raw or (kind != float | None and wire not in _OPTIONAL)
             }
             offer = Offer(**fields)
+            # Exports from before unknown shapes were null wrote them as 0.
+            offer.vcpus = offer.vcpus or None
+            offer.memory_gib = offer.memory_gib or None
             check.name(f"{at}.instanceType", offer.instance_type)
             snap.offers[offer.instance_type] = offer
         if any(s.region == snap.region for s in snapshots):

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 PROVIDER = "local"
 REGION = "local"
 INSTANCE_TYPE = "host"
+# Read from this machine at every call: CPU affinity and cgroup quota, /proc/meminfo and
+# the cgroup memory limit, nvidia-smi.
+SHAPE_SOURCE = "this host (CPU affinity and cgroup limits, /proc/meminfo, nvidia-smi)"
 PRICE_KEYS = {"on_demand": "on_demand_price", "spot": "spot_price", "scheduled": "scheduled_price"}
 
 
@@ -136,6 +139,7 @@ class LocalCatalog:
             gpu_count=len(gpus),
             gpu_memory_gib=gpus[0].memory_gib if gpus else 0.0,
             region=REGION,
+            source=SHAPE_SOURCE,
         )
 
     def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:

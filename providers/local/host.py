@@ -80,10 +80,9 @@ def memory_gib() -> float:
 
 
 def _short_model(name: str) -> str:
-    words = name.replace("NVIDIA", "").replace("Tesla", "").replace("GeForce", "").split()
-    if not words:
-        return name
-    return words[0].split("-")[0]
+    from providers.gpus import model
+
+    return model(name) or name
 
 
 def parse_nvidia_smi(output: str) -> list[Gpu]:

@@ -107,13 +107,60 @@ def test_one_failing_provider_does_not_hide_the_others(cli, clouds) -> None:
     data = run.json()
     assert [d["provider"] for d in data] == ["cloud-a", "cloud-down"]
     assert data[1]["error"] == "cloud-down: set CLOUD_DOWN_KEY" and data[1]["items"] == {}
-    assert "warning: cloud-down: cloud-down: set CLOUD_DOWN_KEY" in run.stderr
+    # The provider is named once, and the failure said once.
+    assert run.stderr == "shoal: warning: cloud-down: set CLOUD_DOWN_KEY\n"
 
 
 def test_every_provider_failing_exits_with_the_error_code(cli, clouds) -> None:
     run = cli("pricing", "-p", "cloud-down")
     assert run.exit_code == 77
     assert "CLOUD_DOWN_KEY" in run.stderr and run.stdout == ""
+
+
+def test_when_every_provider_fails_each_failure_is_printed_once(cli, clouds) -> None:
+    register_failing("cloud-off", ShoalError("cannot reach the price list"))
+    run = cli("pricing", "-p", "cloud-down,cloud-off")
+    assert run.exit_code == 1 and run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert lines == [
+        "shoal: error: cloud-down: set CLOUD_DOWN_KEY",
+        "shoal: error: cloud-off: cannot reach the price list",
+    ]
+
+
+def register_failing(name: str, error: ShoalError) -> None:
+    fetcher = Fetcher(name, {}, error)
+
+    def factory(settings: Settings) -> CloudCatalog:
+        return CloudCatalog(name, settings, lambda: fetcher, "r1")
+
+    register(name, factory)
+
+
+def test_max_age_refusing_old_data_does_not_first_say_it_serves_it(cli, clouds) -> None:
+    clouds["cloud-a"].age = timedelta(days=3)
+    ok(cli("pricing", "-p", "cloud-a"))
+    clouds["cloud-a"].fail = ShoalError("network is gone")
+    run = cli("pricing", "-p", "cloud-a", "--max-age", "1d")
+    assert run.exit_code == 1 and run.stdout == ""
+    assert "serving" not in run.stderr
+    assert "network is gone" in run.stderr and "older than --max-age 24h" in run.stderr
+    assert len(run.stderr.splitlines()) == 1
+
+
+def test_window_errors_are_found_before_any_request(cli, clouds) -> None:
+    clouds["cloud-a"].fail = ShoalError("must not be asked")
+    for argv in (
+        ["--start", "2026-03-07T10:00:00Z", "--end", "2026-03-07T09:00:00Z"],
+        ["--region", "all", "--start", "2026-03-07T10:00:00Z", "--end", "2026-03-06T00:00:00Z"],
+        ["--start", "not-a-time"],
+    ):
+        run = cli("pricing", "-p", "cloud-a", *argv)
+        assert run.exit_code == 2, run.stderr
+        assert "must not be asked" not in run.stderr
+    run = cli("pricing", "-p", "cloud-a", "--start", "2026-03-07T10:00:00Z", "--end",
+              "2026-03-07T09:00:00Z")
+    assert "--end 2026-03-07T09:00:00Z is before --start 2026-03-07T10:00:00Z" in run.stderr
 
 
 def test_region_all_asks_every_region(cli, clouds) -> None:
@@ -223,3 +270,52 @@ def test_azure_end_to_end_over_loopback(cli, tmp_path: Path) -> None:
     assert [(t["name"], t["vcpus"], t["gpu_count"]) for t in types] == [
         ("Standard_NC24ads_A100_v4", 24, 1)
     ]
+
+
+class ShapeFetcher(Fetcher):
+    """One type whose shape the provider gives, one whose memory nobody knows."""
+
+    def fetch_region(self, region: str, progress: Progress) -> Snapshot:
+        offers = {
+            "u.known": Offer("u.known", vcpus=4, memory_gib=16, on_demand=1.0),
+            "u.unknown": Offer(
+                "u.unknown", vcpus=8, on_demand=2.0, shape_source="a built-in table (2026-11)"
+            ),
+        }
+        return Snapshot(self.provider, region, NOW, "http://127.0.0.1/cloud-u", offers=offers)
+
+
+@pytest.fixture
+def unknown_shapes() -> None:
+    fetcher = ShapeFetcher("cloud-u", {}, None)
+    register("cloud-u", lambda settings: CloudCatalog("cloud-u", settings, lambda: fetcher, "r1"))
+
+
+def test_an_unknown_memory_is_null_never_zero(cli, unknown_shapes) -> None:
+    data = ok(cli("types", "-p", "cloud-u", "--json")).json()
+    by_name = {d["name"]: d for d in data}
+    assert by_name["u.unknown"]["memory_gib"] is None
+    assert by_name["u.known"]["memory_gib"] == 16
+    # Where each shape came from: the provider's data, or the table named by the fetcher.
+    assert by_name["u.known"]["source"] == "http://127.0.0.1/cloud-u"
+    assert by_name["u.unknown"]["source"] == "a built-in table (2026-11)"
+    table = ok(cli("types", "-p", "cloud-u"))
+    assert "u.unknown" in table.stdout and "0.0" not in table.stdout
+    assert "shapes of 1 type(s) from a built-in table (2026-11)" in table.stderr
+    assert "shapes of 1 type(s) from http://127.0.0.1/cloud-u" in table.stderr
+
+
+def test_a_selector_on_an_unknown_value_says_how_many_rows_it_could_not_judge(
+    cli, unknown_shapes
+) -> None:
+    run = ok(cli("types", "-p", "cloud-u", "--select", "memory_gib>=8", "--json"))
+    assert [d["name"] for d in run.json()] == ["u.known"]
+    assert "could not judge 1 row(s) with no known memory_gib" in run.stderr
+    # A selector that does not need the unknown value judges every row: nothing to say.
+    quiet = ok(cli("types", "-p", "cloud-u", "--select", "vcpus>=8", "--json"))
+    assert [d["name"] for d in quiet.json()] == ["u.unknown"] and quiet.stderr == ""
+    listed = ok(cli("types", "-p", "cloud-u", "--select", "!memory_gib", "--json")).json()
+    assert [d["name"] for d in listed] == ["u.unknown"]
+    (entry,) = ok(cli("pricing", "-p", "cloud-u", "--select", "memory_gib>=8", "--json")).json()
+    assert list(entry["items"]) == ["u.known"]
+    assert any("could not judge 1 row(s) with no known memory_gib" in n for n in entry["notes"])

@@ -360,3 +360,46 @@ def test_import_strips_control_characters_and_survives_a_gzip_bomb(
     bomb.write_bytes(gzip.compress(b" " * (2 << 20), 9))
     with pytest.raises(ShoalError, match="unpacks past"):
         share.load(target.cache, bomb)
+
+
+def test_a_version_1_cache_is_migrated_with_zero_shapes_read_as_unknown(tmp_path: Path) -> None:
+    import sqlite3
+
+    from providers.cloud.cache import CatalogCache
+
+    path = tmp_path / "catalog.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE region_list(provider TEXT NOT NULL, name TEXT NOT NULL,
+            location TEXT NOT NULL, zones TEXT NOT NULL, fetched_at REAL NOT NULL,
+            PRIMARY KEY(provider, name)) WITHOUT ROWID;
+        CREATE TABLE snapshot(provider TEXT NOT NULL, region TEXT NOT NULL,
+            fetched_at REAL NOT NULL, source TEXT NOT NULL, currency TEXT NOT NULL,
+            notes TEXT NOT NULL, PRIMARY KEY(provider, region)) WITHOUT ROWID;
+        CREATE TABLE offer(provider TEXT NOT NULL, region TEXT NOT NULL,
+            instance_type TEXT NOT NULL, vcpus REAL NOT NULL, memory_gib REAL NOT NULL,
+            arch TEXT NOT NULL, gpu TEXT NOT NULL, gpu_count INTEGER NOT NULL,
+            gpu_memory_gib REAL NOT NULL, on_demand REAL, spot REAL, scheduled REAL,
+            PRIMARY KEY(provider, region, instance_type)) WITHOUT ROWID;
+        CREATE TABLE history(provider TEXT NOT NULL, region TEXT NOT NULL,
+            instance_type TEXT NOT NULL, observed_at REAL NOT NULL, on_demand REAL, spot REAL,
+            scheduled REAL, PRIMARY KEY(provider, region, instance_type, observed_at))
+            WITHOUT ROWID;
+        INSERT INTO snapshot VALUES ('azure', 'eastus', 1.0e9, 'http://x', 'USD', '[]');
+        INSERT INTO offer VALUES ('azure', 'eastus', 'Standard_X4', 4, 0, 'x86_64', '', 0, 0,
+            0.2, NULL, NULL);
+        INSERT INTO offer VALUES ('azure', 'eastus', 'Standard_D4s_v5', 4, 16, 'x86_64', '', 0,
+            0, 0.19, NULL, NULL);
+        INSERT INTO history VALUES ('azure', 'eastus', 'Standard_X4', 1.0e9, 0.2, NULL, NULL);
+        PRAGMA user_version=1;
+        """
+    )
+    db.close()
+    cache = CatalogCache(path)
+    got = {o.instance_type: o for o in cache.offers("azure", "eastus")}
+    assert got["Standard_X4"].memory_gib is None and got["Standard_X4"].vcpus == 4
+    assert got["Standard_D4s_v5"].memory_gib == 16
+    assert cache.history_count("azure") == 1
+    cache.close()
+    assert CatalogCache(path).offers("azure", "eastus")[0].shape_source == ""  # reopens as v2
