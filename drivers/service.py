@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,19 @@ def _no_interrupts() -> Iterator[None]:
     try:
         yield
     finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_interrupts() -> Any:
+    """Ignore Ctrl-C from here; returns what _restore_interrupts needs."""
+    try:
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals are not ours to change
+        return None
+
+
+def _restore_interrupts(previous: Any) -> None:
+    if previous is not None:
         signal.signal(signal.SIGINT, previous)
 
 
@@ -115,7 +129,16 @@ def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
     }
 
 
-def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]) -> dict[str, Any]:
+def allocate(
+    ctx: Drivers,
+    definition: LabelDefinition,
+    metadata: dict[str, Any],
+    committed: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Reserve, allocate, record. Up to the record an interrupt undoes the allocation; from
+    the record on it is finished: `committed` (which prints the id) runs with Ctrl-C
+    ignored, and Ctrl-C stays ignored after it, so a caller never exits 130 holding a live
+    allocation it did not report."""
     from drivers.definition import expires_at
     from drivers.types import Resource
 
@@ -138,6 +161,8 @@ def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]
     )
     try:
         res = driver.allocate(definition, {**metadata, ALLOCATION_ID_KEY: alloc_id})
+        res.timeout = expires
+        previous = _ignore_interrupts()  # inside the try: an interrupt before it is undone
     except BaseException as exc:
         with _no_interrupts():
             note = (
@@ -147,11 +172,19 @@ def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]
                 driver.deallocate(Resource(identifier=alloc_id))
             ctx.ledger.set_status(alloc_id, L.FAILED, note=note, expect=(L.ALLOCATING,))
         raise
-    res.timeout = expires
-    with _no_interrupts():
-        kept = ctx.ledger.set_status(
-            alloc_id, L.ALLOCATED, state=to_wire(res), expect=(L.ALLOCATING,)
-        )
+    try:
+        try:
+            kept = ctx.ledger.set_status(
+                alloc_id, L.ALLOCATED, state=to_wire(res), expect=(L.ALLOCATING,)
+            )
+        except BaseException as exc:  # the record failed (a full disk): undo, not leak
+            with contextlib.suppress(ShoalError, OSError):
+                driver.deallocate(res)
+            with contextlib.suppress(ShoalError, OSError, sqlite3.Error):
+                ctx.ledger.set_status(
+                    alloc_id, L.FAILED, note=f"recording failed: {exc}", expect=(L.ALLOCATING,)
+                )
+            raise
         if not kept:
             # Another shoal took this row for an orphan (its owner looked dead to it, as
             # across PID namespaces) and is cleaning it up: ours must not run uncounted.
@@ -161,7 +194,13 @@ def allocate(ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any]
                 f"allocation {alloc_id} was reclaimed by another shoal while allocating; "
                 "its resource was released, allocate again"
             )
-    return describe(ctx.ledger.get(alloc_id))
+        result = describe(ctx.ledger.get(alloc_id))
+        if committed is not None:
+            committed(result)
+    finally:
+        if committed is None:
+            _restore_interrupts(previous)
+    return result
 
 
 def describe(row: Allocation) -> dict[str, Any]:

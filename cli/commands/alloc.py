@@ -176,13 +176,18 @@ def alloc(
                 sys.stdout.write(f"{fits}\n")
                 output.message(f"{result['driver']}: {fits} such definitions fit now")
             return
-        result = service.allocate(svc, parsed, metadata)
+        service.allocate(svc, parsed, metadata, committed=lambda got: _report(got, as_json))
     finally:
         _flush_warnings(svc)
+
+
+def _report(result: dict[str, Any], as_json: bool) -> None:
+    """Print a committed allocation (the service runs this with Ctrl-C held off)."""
     if as_json:
         output.emit_json(result)
         return
     sys.stdout.write(f"{result['id']}\n")
+    sys.stdout.flush()
     output.message(f"allocated {result['id']} on {result['driver']}")
 
 

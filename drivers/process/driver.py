@@ -46,6 +46,7 @@ PID_FILE = ".shoal-pid"
 CPUS_FILE = ".shoal-cpus"
 LOG_FILE = "output.log"
 _POLL_SECONDS = 0.02
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 CONFIG: dict[str, Opt] = {
     "cpu_limit": Opt(int, 0, "vCPUs to hand out, 0 = the local supply (host minus reserve)", 0),
@@ -170,8 +171,15 @@ class ProcessDriver:
             os.sched_setaffinity(0, cpus)
             if ram_bytes:
                 resource.setrlimit(resource.RLIMIT_DATA, (ram_bytes, ram_bytes))
+            # exec keeps the signal mask: the workload must not start with Ctrl-C blocked.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
 
         log = (workspace / LOG_FILE).open("ab")
+        # Ctrl-C or SIGTERM is held while the child is spawned and delivered once Popen
+        # returns, which it does only after the exec (or its failure): by then the child has
+        # written its pid file, so the caller's cleanup always finds what it must stop. Without
+        # this an interrupt between fork and exec left a workload that no row accounted for.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
         try:
             proc = subprocess.Popen(
                 opts["argv"],
@@ -195,10 +203,9 @@ class ProcessDriver:
                 f"could not pin CPUs {cpus} or limit memory to {definition.resources.ram} GiB "
                 f"for the workload ({exc}); check `ulimit -d` and the CPUs shoal may use"
             ) from None
-        # Any other interruption (Ctrl-C after the fork) keeps the workspace: its pid file
-        # is how the caller's cleanup finds and stops the workload that may have started.
         finally:
             log.close()
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         # Popen would warn when collected while the workload runs on; the workload outlives us.
         proc.returncode = 0
         identity = self._identity(workspace) or (proc.pid, procinfo.start_time(proc.pid))
