@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from drivers import procinfo
-from providers.errors import LedgerCorruptError, NotFoundError, RetryableError
+from providers.errors import (
+    LedgerCorruptError,
+    LedgerWriteError,
+    NotFoundError,
+    RetryableError,
+    ShoalError,
+)
 from providers.usage import AllocationUsage
 
 if TYPE_CHECKING:
@@ -88,6 +94,23 @@ _COLUMNS = (
     "id, driver, status, definition, state, metadata, created, updated, expires, cpu, ram, "
     "multitenancy, cpu_overbook, ram_overbook, is_remote, owner_pid, owner_start, note"
 )
+
+
+# SQLite's primary result codes (the low byte of sqlite_errorcode).
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
+_LOW_SPACE_BYTES = 256 * 1024
+
+
+def _code(exc: sqlite3.Error) -> int:
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def _low_space(directory: Path) -> bool:
+    try:
+        vfs = os.statvfs(directory)
+    except OSError:
+        return False
+    return vfs.f_bavail * vfs.f_frsize < _LOW_SPACE_BYTES
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -199,6 +222,46 @@ class Ledger:
             "to start a new ledger"
         )
 
+    def _failure(self, exc: sqlite3.Error) -> ShoalError:
+        """What an SQLite error means for the user: busy, a full disk, a read-only ledger,
+        an I/O problem, or (only then) a damaged file. A full disk must never read as
+        damage: the advice for damage is to move the ledger aside."""
+        if _is_busy(exc):
+            return self._busy()
+        code, directory = _code(exc), self.path.parent
+        if code == _SQLITE_FULL or (
+            code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and _low_space(directory)
+        ):
+            return LedgerWriteError(
+                f"ledger {self.path}: the disk is full ({exc}); free space on {directory} "
+                "and try again"
+            )
+        if code == _SQLITE_READONLY or (
+            code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and not os.access(directory, os.W_OK)
+        ):
+            return LedgerWriteError(
+                f"ledger {self.path} is read-only for this user ({exc}); make it and "
+                f"{directory} writable (chmod u+w), or point SHOAL_HOME at a writable directory"
+            )
+        if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
+            return ShoalError(
+                f"ledger {self.path}: {exc}; check that {directory} is on a working, "
+                "writable disk with free space"
+            )
+        return self._corrupt(exc)
+
+    def _read_only(self) -> sqlite3.Connection | None:
+        """A connection for reading when the normal one cannot open (no room for SQLite's
+        -shm file on a full disk). Only when no -wal file holds changes the main file lacks:
+        `immutable` reads the main file alone."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            if wal.exists() and wal.stat().st_size > 0:
+                return None
+            return sqlite3.connect(f"file:{self.path}?immutable=1", uri=True)
+        except (OSError, sqlite3.Error):
+            return None
+
     @property
     def exists(self) -> bool:
         return self.path.exists()
@@ -206,15 +269,15 @@ class Ledger:
     def conn(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
-        fresh = not self.path.exists()
         try:
             conn = sqlite3.connect(self.path, timeout=LOCK_STEP_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
-            raise self._corrupt(exc) from None
-        if fresh:
-            # Definitions may carry credentials: the ledger is its owner's alone (SQLite
-            # gives its -wal and -shm files the same mode).
-            with contextlib.suppress(OSError):
+            raise self._failure(exc) from None
+        # Definitions may carry credentials: the ledger is its owner's alone, whoever made
+        # the file (a zero-byte file left by a run killed at its first moment, a touch), and
+        # SQLite gives its -wal and -shm files the same mode.
+        with contextlib.suppress(OSError):
+            if os.stat(self.path).st_mode & 0o077:
                 os.chmod(self.path, 0o600)
         try:
             version = _patiently(lambda: conn.execute("PRAGMA user_version").fetchone()[0])
@@ -224,8 +287,9 @@ class Ledger:
                     f"({SCHEMA_VERSION}); upgrade shoal"
                 )
             if version < SCHEMA_VERSION:
-                if fresh:
-                    _patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+                # Set whenever the schema is made, not only for a file shoal created: an
+                # empty file found in place would otherwise stay in rollback-journal mode.
+                _patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
 
                 def create() -> None:
                     if conn.in_transaction:  # a COMMIT that found the ledger busy
@@ -236,14 +300,9 @@ class Ledger:
 
                 _patiently(create)
             conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             conn.close()
-            if _is_busy(exc):
-                raise self._busy() from None
-            raise self._corrupt(exc) from None
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise self._corrupt(exc) from None
+            raise self._failure(exc) from None
         self._conn = conn
         return conn
 
@@ -264,27 +323,48 @@ class Ledger:
         conn = self.conn()
         try:
             _patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise self._busy() from None
-            raise
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
         try:
             yield conn
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise self._failure(exc) from None
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback(conn)
             raise
-        else:
+        try:
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise self._failure(exc) from None
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        # SQLite may have rolled back already (a full disk does): nothing left to undo.
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if not self.exists:  # reads never create the ledger
             return []
         try:
             return _patiently(lambda: self.conn().execute(sql, params).fetchall())
-        except sqlite3.DatabaseError as exc:
-            if _is_busy(exc):
-                raise self._busy() from None
-            raise self._corrupt(exc) from None
+        except sqlite3.Error as exc:
+            failure = self._failure(exc)
+        except LedgerWriteError as exc:  # conn() could not open it for writing
+            failure = exc
+        if isinstance(failure, LedgerWriteError):
+            reader = self._read_only()
+            if reader is not None:
+                try:
+                    return reader.execute(sql, params).fetchall()
+                except sqlite3.Error:
+                    pass
+                finally:
+                    reader.close()
+        raise failure
 
     # -- orphans -------------------------------------------------------------------------
 
@@ -355,10 +435,8 @@ class Ledger:
             return Resources()
         try:
             return _patiently(lambda: self._usage(self.conn(), remote_driver))
-        except sqlite3.DatabaseError as exc:
-            if _is_busy(exc):
-                raise self._busy() from None
-            raise self._corrupt(exc) from None
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
 
     def active_local_usage(self) -> list[AllocationUsage]:
         """Usage grouped by driver and expiry (SQLite sums; a big ledger stays cheap)."""

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from drivers import ledger as L
 from drivers.ledger import Allocation, Ledger
-from providers.errors import NotFoundError, RetryableError, ShoalError, UsageError
+from providers.errors import (
+    LedgerWriteError,
+    NotFoundError,
+    RetryableError,
+    ShoalError,
+    UsageError,
+)
 from providers.timeutil import utcnow
 from providers.wire import from_wire, to_wire
 
@@ -255,7 +261,11 @@ def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
         except ShoalError as exc:
             out["detail"] = {"error": str(exc)}
     if row.status == L.ALLOCATED and seen == STATUS_NONE:
-        ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
+        try:
+            ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
+        except LedgerWriteError as exc:
+            out["drift"] = f"ledger says ALLOCATED but the driver reports NONE; not recorded: {exc}"
+            return out
         out["drift"] = "ledger said ALLOCATED but the driver reports NONE; marked GONE"
         out["status"] = L.GONE
     elif row.status == L.GONE and seen == STATUS_ALLOCATED:
@@ -345,9 +355,13 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
         )
     previous = row.status
     freeing_note = f"{L.FREEING_FROM}{previous}"
-    if not ctx.ledger.set_status(
-        row.id, L.FREEING, expect=(previous,), owner=True, note=freeing_note
-    ):
+    try:
+        moved = ctx.ledger.set_status(
+            row.id, L.FREEING, expect=(previous,), owner=True, note=freeing_note
+        )
+    except LedgerWriteError as exc:
+        return _free_unrecorded(ctx, row, note, exc)
+    if not moved:
         return free(ctx, alloc_id, note=note)  # someone moved it; decide again from the new state
     try:
         ctx.driver(row.driver).deallocate(_resource(row))
@@ -357,6 +371,22 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
         raise
     with _no_interrupts():
         ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,))
+    return {"id": row.id, "status": L.FREED, "changed": True, "message": f"{row.id}: {note}"}
+
+
+def _free_unrecorded(
+    ctx: Drivers, row: Allocation, note: str, cause: LedgerWriteError
+) -> dict[str, Any]:
+    """The ledger cannot be written (a full disk): free the workload first, since that is
+    what the user needs, then record it if the ledger lets us."""
+    ctx.driver(row.driver).deallocate(_resource(row))
+    try:
+        ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(row.status,))
+    except LedgerWriteError:
+        raise LedgerWriteError(
+            f"{row.id}: freed in {row.driver}, but the ledger could not record it ({cause}); "
+            f"once there is room, `shoal status {row.id}` records it as GONE"
+        ) from None
     return {"id": row.id, "status": L.FREED, "changed": True, "message": f"{row.id}: {note}"}
 
 

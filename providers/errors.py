@@ -53,6 +53,11 @@ class NotFoundError(ShoalError):
     """An allocation id or other object does not exist (exit 1)."""
 
 
+class LedgerWriteError(ShoalError):
+    """The ledger could not be written: a full disk, a read-only file (exit 1). What was
+    asked may have happened in the driver; the message says which."""
+
+
 class LedgerCorruptError(ShoalError):
     """The ledger file is not a readable SQLite database; it is reported, never overwritten."""
 
