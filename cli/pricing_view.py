@@ -53,9 +53,9 @@ def gather_pricing(
 
 def _named(provider: str, message: str) -> str:
     """The message with the provider named once: most already start with it."""
-    return message if message.startswith((f"{provider}:", f"{provider} ")) else (
-        f"{provider}: {message}"
-    )
+    if message.startswith((f"{provider}:", f"{provider} ")):
+        return message
+    return f"{provider}: {message}"
 
 
 def render_pricing(
@@ -125,15 +125,19 @@ def render_pricing(
 
 
 def _pool_table(results: Sequence[ResourcePricing]) -> None:
+    def money(value: float | None) -> float | None:
+        # None is an unknown price (no node of the pool priced): shown as "—", never 0.
+        return None if value is None else round(value, 4)
+
     rows = [
         [
             p.region.name,
             f"{pool.key}={pool.value}" if pool.value else f"{pool.key} (none)",
             pool.nodes,
             pool.spot_nodes,
-            round(pool.hourly, 4),
-            round(pool.used_hourly, 4),
-            round(pool.idle_hourly, 4),
+            money(pool.hourly),
+            money(pool.used_hourly),
+            money(pool.idle_hourly),
             pool.unpriced_nodes or None,
         ]
         for p in results

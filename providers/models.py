@@ -126,15 +126,17 @@ class ResourcePricingItem:
 @dataclass
 class PoolCost:
     """What one node pool costs per hour at the cloud catalog's cached prices (USD), split
-    into nodes that hold workloads (used) and nodes that hold none (idle)."""
+    into nodes that hold workloads (used) and nodes that hold none (idle). The sums cover
+    the priced nodes (`unpricedNodes` counts the others); with no node priced they are
+    null, never a made-up 0."""
 
     key: str = field(default="")
     value: str = field(default="")
     nodes: int = field(default=0)
     spot_nodes: int = field("spotNodes", default=0)
-    hourly: float = field(default=0.0)
-    used_hourly: float = field("usedHourly", default=0.0)
-    idle_hourly: float = field("idleHourly", default=0.0)
+    hourly: float | None = field(default=None)
+    used_hourly: float | None = field("usedHourly", default=None)
+    idle_hourly: float | None = field("idleHourly", default=None)
     unpriced_nodes: int = field("unpricedNodes", omitempty=True, default=0)
 
 

@@ -1,5 +1,6 @@
 """Azure's network side: VM prices per region from the keyless Retail Prices API, shapes from
-the Resource SKUs API when a token is given, otherwise derived from the size names.
+the Resource SKUs API when a token is given, otherwise from shoal's built-in size table
+(sizes.py) and, for sizes it lacks, from the size names.
 
 Docs: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices,
 https://learn.microsoft.com/rest/api/compute/resource-skus/list,
@@ -12,7 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from providers.azure import parse
+from providers import gpus
+from providers.azure import parse, sizes
 from providers.azure.regions import PUBLIC_REGIONS
 from providers.cloud.config import base_url, setting
 from providers.cloud.http import CloudHttp, RetryPolicy
@@ -39,9 +41,11 @@ LOCATIONS_API_VERSION = "2022-12-01"
 # A region's VM prices are tens of pages; a server handing out links forever is a bug.
 MAX_PAGES = 2000
 NO_TOKEN_NOTE = (
-    "vCPU/memory specs need an Azure token (set SHOAL_AZURE_TOKEN and AZURE_SUBSCRIPTION_ID); "
-    "derived from SKU names"
+    "sizes' shapes come from the Resource SKUs API only with an Azure token (set "
+    "SHOAL_AZURE_TOKEN and AZURE_SUBSCRIPTION_ID); without one, from shoal's built-in Azure "
+    "size table, else from the size name"
 )
+NAME_SOURCE = "the Azure size name (vCPUs, GPUs; memory unknown)"
 _AUTH_HINT = (
     f"set {ENV_AZURE_TOKEN} to a valid bearer token for Azure Resource Manager "
     f"(e.g. `az account get-access-token --query accessToken -o tsv`) with read access to "
@@ -186,17 +190,13 @@ class AzureFetcher:
         fetched_at = utcnow()
         endpoint = self.prices_url + PRICES_PATH
         snapshot = Snapshot(PROVIDER, region, fetched_at, display(endpoint))
-        book = parse.PriceBook()
+        ask = parse.Ask(region=region)
+        book = parse.PriceBook(ask)
         label = f"{PROVIDER} {region} price rows"
         params = {
             "api-version": PRICES_API_VERSION,
-            "currencyCode": "'USD'",
-            # priceType trims Reservation and DevTest rows at the source; the parser still
-            # drops them for mirrors that ignore the clause. Values are case-sensitive.
-            "$filter": (
-                f"serviceName eq 'Virtual Machines' and armRegionName eq '{_odata(region)}' "
-                "and priceType eq 'Consumption'"
-            ),
+            "currencyCode": f"'{_odata(ask.currency)}'",
+            "$filter": _price_filter(ask),
         }
 
         def page(payload: Any, where: str) -> str | None:
@@ -208,22 +208,28 @@ class AzureFetcher:
 
         self._walk(self.prices, endpoint, params, None, page)
         snapshot.offers = book.offers()
+        if not snapshot.offers and book.other_currency is not None:
+            # Every price came in a currency not asked for: say so, not "no prices".
+            parse.check_currency(book.other_currency, f"{PROVIDER}: {display(endpoint)}")
+        ignored = _ignored_filter_note(book.dropped)
         if not snapshot.offers:
             snapshot.notes.append(
                 f"the Retail Prices API returned no Linux pay-as-you-go or Spot VM prices for "
                 f"region {region!r} ({book.rows} rows)"
             )
+            snapshot.notes.extend(ignored)
             return snapshot
         if self.token:
             self._apply_skus(snapshot, region)
         else:
-            for offer in snapshot.offers.values():
-                _apply_name(offer)
             snapshot.notes.append(NO_TOKEN_NOTE)
+            snapshot.notes.extend(_apply_table(list(snapshot.offers.values())))
+        snapshot.notes.extend(ignored)
         return snapshot
 
     def _apply_skus(self, snapshot: Snapshot, region: str) -> None:
         specs: dict[str, parse.SkuSpec] = {}
+        url = self._subscription_url("/providers/Microsoft.Compute/skus")
 
         def page(payload: Any, where: str) -> str | None:
             found, link = parse.sku_page(payload, region, where)
@@ -232,7 +238,7 @@ class AzureFetcher:
 
         self._walk(
             self.management,
-            self._subscription_url("/providers/Microsoft.Compute/skus"),
+            url,
             {"api-version": SKUS_API_VERSION, "$filter": f"location eq '{_odata(region)}'"},
             self._auth(),
             page,
@@ -245,22 +251,32 @@ class AzureFetcher:
                 f"{len(restricted)} sizes restricted for this subscription in {region} were "
                 f"left out: {', '.join(restricted[:5])}{' ...' if len(restricted) > 5 else ''}"
             )
-        unlisted = 0
+        unlisted: list[Offer] = []
+        # Not the URL itself: its path names the subscription, which a shared catalog
+        # export should not carry.
+        source = f"the Azure Resource SKUs API ({display(self.management_url)})"
         for name, offer in snapshot.offers.items():
-            _apply_name(offer)
             spec = specs.get(name)
             if spec is None:
-                unlisted += 1
+                unlisted.append(offer)
                 continue
+            _apply_name(offer)
+            # The SKU list has no GPU model or GPU memory: those come from the table or name.
+            row = sizes.table().get(name) if spec.gpu_count else None
+            if row is not None and row.gpu:
+                offer.gpu, offer.gpu_memory_gib = row.gpu, row.gpu_memory_gib
+            # A capability the SKU list leaves out reads as 0: unknown, not zero.
             offer.vcpus = spec.vcpus or offer.vcpus
-            offer.memory_gib = spec.memory_gib
+            offer.memory_gib = spec.memory_gib or None
             offer.arch = spec.arch or offer.arch
             offer.gpu_count = spec.gpu_count
+            offer.shape_source = source
         if unlisted:
             snapshot.notes.append(
-                f"{unlisted} priced sizes are not in the Resource SKUs list for {region}; "
-                "their specs are derived from SKU names"
+                f"{len(unlisted)} priced sizes are not in the Resource SKUs list for {region}; "
+                "their shapes come from shoal's built-in Azure size table, else their names"
             )
+            snapshot.notes.extend(_apply_table(unlisted))
 
 
 def _odata(value: str) -> str:
@@ -268,10 +284,74 @@ def _odata(value: str) -> str:
     return value.replace("'", "''")
 
 
+def _price_filter(ask: parse.Ask) -> str:
+    """The `$filter` for `ask`; parse.unasked checks every clause of it again client-side.
+    Values are case-sensitive; priceType trims Reservation and DevTest rows at the source."""
+    return (
+        f"serviceName eq '{_odata(ask.service)}' and armRegionName eq '{_odata(ask.region)}' "
+        f"and priceType eq '{_odata(ask.price_type)}'"
+    )
+
+
+def _ignored_filter_note(dropped: Mapping[str, int]) -> list[str]:
+    total = sum(dropped.values())
+    if not total:
+        return []
+    parts = ", ".join(f"{count:,} for {reason}" for reason, count in sorted(dropped.items()))
+    item, were = ("item", "was") if total == 1 else ("items", "were")
+    return [
+        f"the price source ignored the filter: {total:,} {item} for other regions/services "
+        f"{were} dropped ({parts})"
+    ]
+
+
+def _count(names: list[str], one: str, many: str) -> str:
+    return f"{len(names):,} {one if len(names) == 1 else many}"
+
+
+def _names(names: list[str]) -> str:
+    return f": {', '.join(sorted(names))}" if len(names) <= 10 else ""
+
+
+def _apply_table(offers: list[Offer]) -> list[str]:
+    """Shapes from the built-in size table, else from the size name (memory then unknown);
+    the notes say how many took which."""
+    table = sizes.table()
+    tabled: list[str] = []
+    unknown: list[str] = []
+    for offer in offers:
+        _apply_name(offer)
+        row = table.get(offer.instance_type)
+        if row is None:
+            offer.shape_source = NAME_SOURCE
+            unknown.append(offer.instance_type)
+            continue
+        # The page is the authority for a size it lists, GPUs included (or their absence).
+        offer.vcpus, offer.memory_gib = row.vcpus, row.memory_gib
+        offer.gpu, offer.gpu_count, offer.gpu_memory_gib = (
+            row.gpu,
+            row.gpu_count,
+            row.gpu_memory_gib,
+        )
+        offer.shape_source = table.source
+        tabled.append(offer.instance_type)
+    notes = []
+    if tabled:
+        takes = _count(tabled, "size takes its", "sizes take their")
+        notes.append(f"{takes} shape from {table.source}{_names(tabled)}")
+    if unknown:
+        notes.append(
+            f"{_count(unknown, 'size has', 'sizes have')} no known memory (not in the built-in "
+            f"table; vCPUs and GPUs read from the size name){_names(unknown)}"
+        )
+    return notes
+
+
 def _apply_name(offer: Offer) -> None:
     shape = parse.shape_from_name(offer.instance_type)
-    offer.vcpus = shape.vcpus
+    offer.vcpus = shape.vcpus or None  # a name shoal cannot read says nothing, not 0
+    offer.memory_gib = None
     offer.arch = shape.arch
-    offer.gpu = shape.gpu
+    offer.gpu = gpus.model(shape.gpu) if shape.gpu else ""
     offer.gpu_count = shape.gpu_count
     offer.gpu_memory_gib = shape.gpu_memory_gib

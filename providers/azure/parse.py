@@ -118,20 +118,66 @@ def price_row(item: Any, where: str) -> PriceRow | None:
     return PriceRow(sku, kind, price, item.get("isPrimaryMeterRegion") is True)
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What the `$filter` and `currencyCode` of a Retail Prices request asked for."""
+
+    region: str  # armRegionName; Azure compares it without case
+    service: str = "Virtual Machines"
+    price_type: str = "Consumption"  # the `priceType` clause filters the items' `type`
+    currency: str = "USD"
+
+
+# Why an item is not one the request asked for; the values name it in the snapshot's note.
+OTHER_REGION = "other regions"
+OTHER_SERVICE = "other services"
+OTHER_PRICE_TYPE = "other price types"
+OTHER_CURRENCY = "other currencies"
+
+
+def unasked(item: dict[str, Any], ask: Ask, where: str) -> str | None:
+    """Which clause of the request the item falls outside, or None when it is one asked for.
+
+    A mirror, a proxy or a saved page chain may ignore `$filter`; filing whatever comes back
+    under the requested region would price one region with another's meters."""
+    if _text(item, "armRegionName", where).lower() != ask.region.lower():
+        return OTHER_REGION
+    if _text(item, "serviceName", where) != ask.service:
+        return OTHER_SERVICE
+    if _text(item, "type", where) != ask.price_type:
+        return OTHER_PRICE_TYPE
+    if _text(item, "currencyCode", where) != ask.currency:
+        return OTHER_CURRENCY
+    return None
+
+
 class PriceBook:
     """The winning row per (size, kind) over all pages; memory grows with sizes, not rows.
 
     A row from the region's primary meter beats a non-primary one (the preview API returns
     both); among rows that still compete, the lowest retailPrice wins, since that is the
-    rate Azure bills when several meters describe the same size.
+    rate Azure bills when several meters describe the same size. With an `ask`, items the
+    request did not ask for are dropped before that and counted in `dropped` by reason.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ask: Ask | None = None) -> None:
         self._best: dict[tuple[str, str], PriceRow] = {}
+        self._ask = ask
         self.rows = 0
+        self.dropped: dict[str, int] = {}
+        self.other_currency: str | None = None  # the first currency not asked for, if any
 
     def add(self, item: Any, where: str) -> None:
         self.rows += 1
+        if self._ask is not None:
+            if not isinstance(item, dict):
+                raise _malformed(where, f"an item is {type(item).__name__}, not an object")
+            reason = unasked(item, self._ask, where)
+            if reason is not None:
+                self.dropped[reason] = self.dropped.get(reason, 0) + 1
+                if reason == OTHER_CURRENCY and self.other_currency is None:
+                    self.other_currency = _text(item, "currencyCode", where)
+                return
         row = price_row(item, where)
         if row is None:
             return
@@ -216,8 +262,12 @@ def shape_from_name(name: str) -> Shape:
     for pattern, model, gib, per_gpu in _GPU_FAMILIES:
         if pattern.fullmatch(core):
             shape.gpu, shape.gpu_memory_gib = model, float(gib)
-            # A size smaller than one GPU's share gets a slice of a GPU: count 0, model kept.
+            # A size smaller than one GPU's share gets a slice of a GPU: count 0, model kept,
+            # and the slice's memory (NV6ads_A10_v5: a sixth of an A10, 4 GiB), as the size
+            # pages give it, so that `gpu_memory_gib>=16` does not pick a 4 GiB slice.
             shape.gpu_count = _T4_COUNTS.get(size, 0) if per_gpu == 0 else size // per_gpu
+            if per_gpu and size < per_gpu:
+                shape.gpu_memory_gib = float(gib) * size / per_gpu
             break
     return shape
 

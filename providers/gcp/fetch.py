@@ -23,8 +23,8 @@ from providers.env import (
     ENV_GCP_TOKEN,
 )
 from providers.errors import CredentialsError, ShoalError
-from providers.gcp.parse import COMPUTE_SERVICE_ID, RateBook, price_offers
-from providers.gcp.shapes import Shape, builtin_shapes, machine_types_page
+from providers.gcp.parse import COMPUTE_SERVICE_ID, RateBook, price_offers, unshaped_notes
+from providers.gcp.shapes import Shape, builtin_table, machine_types_page
 from providers.models import RegionSpec
 from providers.regions import check_region
 from providers.settings import Settings
@@ -37,7 +37,7 @@ DEFAULT_COMPUTE_URL = "https://compute.googleapis.com"
 MAX_PAGES = 100  # the Compute SKU list is ~7 pages of 5000; a loop past this is a bug
 BUILTIN_NOTE = (
     f"machine shapes need a token (set {ENV_GCP_TOKEN} and {ENV_GCP_PROJECT}); "
-    "shapes from built-in family rules"
+    "shapes from shoal's built-in table of Google's published machine types"
 )
 KEY_HINT = (
     f"set {ENV_GCP_API_KEY} to a valid API key of a project with the Cloud Billing API enabled"
@@ -108,6 +108,10 @@ class GcpFetcher:
         return f"{self.billing_url}/v1/services/{COMPUTE_SERVICE_ID}/skus"
 
     @property
+    def machine_types_url(self) -> str:
+        return f"{self.compute_url}/compute/v1/projects/{self.project}/aggregated/machineTypes"
+
+    @property
     def _has_token(self) -> bool:
         return bool(self.token and self.project)
 
@@ -130,17 +134,23 @@ class GcpFetcher:
         check_region(PROVIDER, region, [r.name for r in self.list_regions()])
         notes: list[str] = []
         if self._has_token:
-            shapes = list(self._api_shapes().get(region, {}).values())
+            by_region = self._api_shapes()
+            shapes = list(by_region.get(region, {}).values())
+            known = [shape for scoped in by_region.values() for shape in scoped.values()]
+            shape_source = display(self.machine_types_url)
         else:
-            shapes = builtin_shapes()
+            table = builtin_table()
+            shapes = known = list(table.shapes)
+            shape_source = table.source
             notes.append(BUILTIN_NOTE)
+        notes.extend(unshaped_notes(region, book, known))
         assert self._fetched_at is not None
         return Snapshot(
             provider=PROVIDER,
             region=region,
             fetched_at=self._fetched_at,
             source=display(self.skus_url),
-            offers=price_offers(region, shapes, book),
+            offers=price_offers(region, shapes, book, shape_source),
             notes=notes,
         )
 
@@ -193,10 +203,9 @@ class GcpFetcher:
 
     def _api_shapes(self) -> dict[str, dict[str, Shape]]:
         if self._shapes is None:
-            url = f"{self.compute_url}/compute/v1/projects/{self.project}/aggregated/machineTypes"
             shapes: dict[str, dict[str, Shape]] = {}
             zones: dict[str, set[str]] = {}
-            for page in self._compute_pages(url):
+            for page in self._compute_pages(self.machine_types_url):
                 machine_types_page(page, shapes, zones)
             self._shapes = shapes
         return self._shapes

@@ -15,11 +15,13 @@ vCPU, memory, and bundled Local SSD"
 from the GPU SKUs. Bundled Local SSD is not included.
 
 Which SKUs count (one table, `classify`): the description with its provisioning-mode
-words and location removed must read `<SERIES> [AMD|Arm|Intel] [Predefined] [Instance]
-Core|Ram` (series `N2`, `N2D`, `C3`, `A3` ...; C2 is "Compute optimized", M1
-"Memory-optimized") or `Nvidia <model> GPU` (model in GPU_SKU_MODELS). Everything else is
-left out: commitments (usageType Commit*, "Commitment"), custom and extended memory, sole
-tenancy, premiums/upgrades, licences, Windows, virtual workstations, reservations.
+words and location removed must read `<SERIES> [AMD|Arm|Intel] [Memory-optimized]
+[Predefined] [Instance] Core|Ram` (series `N2`, `N2D`, `C3`, `A3`, `M3` ...; C2 is "Compute
+optimized", M1 "Memory-optimized"), `Nvidia <model> GPU` (model in GPU_SKU_MODELS) or one of
+the GPU SKUs named without that wrapper (BARE_GPU_SKUS, e.g. G4's "RTX 6000 96GB"). Everything
+else is left out: commitments (usageType Commit*, "Commitment"), custom and extended memory,
+sole tenancy, premiums/upgrades (so M2, billed as M1 plus an upgrade premium, is never
+priced), licences, Windows, virtual workstations, reservations.
 Mode: usageType "Preemptible" (or "Preemptible" in the text) is Spot; "DWS Defined
 Duration" / "DWS Flex Start" / "Flex Start" is flex-start and "Calendar Mode" is calendar
 mode, both feeding the scheduled price (flex-start first); the rest on-demand.
@@ -58,6 +60,13 @@ GPU_SKU_MODELS: dict[str, str] = {
     "b200": "nvidia-b200",
 }
 
+# GPU SKUs whose description has no "Nvidia ... GPU" wrapper (text after the mode words and
+# location are removed) -> Compute accelerator type. G4's card is billed as "RTX 6000 96GB
+# running in <location>" (and "... attached to Spot Preemptible VMs ...").
+BARE_GPU_SKUS: dict[str, str] = {
+    "rtx 6000 96gb": "nvidia-rtx-pro-6000",
+}
+
 # Series words in SKU descriptions that are not the machine prefix itself.
 _SERIES_ALIASES = {"compute optimized": "c2", "memory-optimized": "m1"}
 
@@ -82,8 +91,9 @@ _MODE_PREFIX = re.compile(
 _ATTACHED = re.compile(r" attached to [a-z -]+? vms\b")
 _LOCATION = re.compile(r" (?:running )?in .*$")
 _MACHINE = re.compile(
-    r"^(?P<series>[a-z]\d+[a-z]?|compute optimized|memory-optimized)"
-    r"(?: (?:amd|arm|intel))?(?: predefined)?(?: instance)? (?P<kind>core|ram)$"
+    r"^(?P<series>[a-z]+\d+[a-z]?|compute optimized|memory-optimized)"
+    r"(?: (?:amd|arm|intel))?(?: memory-optimized)?(?: predefined)?(?: instance)?"
+    r" (?P<kind>core|ram)$"
 )
 _GPU = re.compile(r"^nvidia (?P<model>.+?) gpu$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -118,6 +128,8 @@ def classify(description: str, usage_type: str) -> tuple[str, str, str] | None:
     if (gpu := _GPU.match(text)) is not None:
         accelerator = GPU_SKU_MODELS.get(gpu["model"])
         return (GPU, accelerator, mode) if accelerator else None
+    if text in BARE_GPU_SKUS:
+        return GPU, BARE_GPU_SKUS[text], mode
     return None
 
 
@@ -220,8 +232,11 @@ def machine_price(shape: Shape, region: str, book: RateBook, mode: str) -> float
     return round(total, 9)
 
 
-def price_offers(region: str, shapes: list[Shape], book: RateBook) -> dict[str, Offer]:
-    """Offers for the shapes whose series has on-demand rates in `region`; others left out."""
+def price_offers(
+    region: str, shapes: list[Shape], book: RateBook, shape_source: str = ""
+) -> dict[str, Offer]:
+    """Offers for the shapes whose series has on-demand rates in `region`; others left out.
+    `shape_source` says where the shapes came from when that is not the SKU list."""
     offers: dict[str, Offer] = {}
     for shape in sorted(shapes, key=lambda s: s.name):
         on_demand = machine_price(shape, region, book, ONDEMAND)
@@ -242,5 +257,28 @@ def price_offers(region: str, shapes: list[Shape], book: RateBook) -> dict[str, 
             on_demand=on_demand,
             spot=machine_price(shape, region, book, SPOT),
             scheduled=scheduled,
+            shape_source=shape_source,
         )
     return offers
+
+
+def unshaped_notes(region: str, book: RateBook, known: list[Shape]) -> list[str]:
+    """Snapshot notes naming what `region` has rates for but no shape carries, so a machine
+    family Google prices and shoal cannot list is said, not silently missing.
+
+    `known` is every shape shoal knows (all regions' API machine types, or the whole built-in
+    table), not this region's: a family offered elsewhere is not unknown here. GPUs priced on
+    no known machine type are mostly the ones attached to N1 VMs, which shoal does not list as
+    combinations."""
+    families = {shape.family for shape in known}
+    accelerators = {shape.accelerator for shape in known if shape.gpu_count}
+    priced: dict[str, set[str]] = {CORE: set(), RAM: set(), GPU: set()}
+    for rate_region, kind, what, _mode in book.rates:
+        if rate_region == region:
+            priced[kind].add(what)
+    notes: list[str] = []
+    if missing := sorted((priced[CORE] | priced[RAM]) - families):
+        notes.append(f"priced families without known shapes (not listed): {', '.join(missing)}")
+    if gpus := sorted(priced[GPU] - accelerators):
+        notes.append(f"priced GPUs on no known machine type (not listed): {', '.join(gpus)}")
+    return notes

@@ -1,21 +1,25 @@
-"""Machine shapes: from the Compute Engine machine types API, or built from family rules.
+"""Machine shapes: from the Compute Engine machine types API, or from shoal's built-in table.
 
-Without a token the common predefined machine types are derived from the documented rules
-of each series (https://cloud.google.com/compute/docs/general-purpose-machines,
-/compute-optimized-machines, /accelerator-optimized-machines): `n2-standard-N` has N vCPUs
-and 4 GiB per vCPU, `-highmem` 8 GiB, `-highcpu` 1 GiB (2 GiB for C3/C2D); N1 uses 3.75 /
-6.5 / 0.9 GiB. The accelerator-optimized series have fixed shapes with their GPUs attached.
+Without a token the shapes come from machine_types.json beside this module: the predefined
+machine types as Google's machine-type pages list them, one explicit row each (the file names
+the page of every series, its date, and where a page and the Compute API disagreed). It is
+read on first use, so a command that never prices GCP never opens it, and through
+importlib.resources, so a regular (non-editable) install finds it as package data.
 Google's "GB" of machine memory is GiB (memoryMb 8192 for n2-standard-2).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from providers.errors import ShoalError
 
-# Accelerator type (as the Compute API names it) -> (short model, memory GiB per GPU).
+# Accelerator type (as the Compute API names it) -> (model, memory GiB per GPU). Models are
+# providers.gpus' canonical names, so `--select gpu=H100` means the same on every provider.
 GPU_MODELS: dict[str, tuple[str, float]] = {
     "nvidia-tesla-k80": ("K80", 12),
     "nvidia-tesla-p4": ("P4", 8),
@@ -32,8 +36,9 @@ GPU_MODELS: dict[str, tuple[str, float]] = {
     "nvidia-rtx-pro-6000": ("RTX PRO 6000", 96),
 }
 
-# Series that run on Arm (the API says so in `architecture`; the built-in table needs this).
-ARM_FAMILIES = frozenset({"t2a", "c4a", "a4x"})
+# Series that run on Arm, for API entries without `architecture` (the built-in table says it
+# per row).
+ARM_FAMILIES = frozenset({"t2a", "c4a", "n4a", "a4x"})
 
 # Shared-core E2 types bill a fraction of a vCPU (the "fractional vCPU" column of the docs)
 # though the API reports guestCpus 2.
@@ -58,53 +63,88 @@ class Shape:
         return SHARED_CORE_VCPUS.get(self.name, self.vcpus)
 
 
-def _series(family: str, kind: str, gib_per_vcpu: float, sizes: list[int]) -> list[Shape]:
-    arch = "arm64" if family in ARM_FAMILIES else "x86_64"
-    return [Shape(f"{family}-{kind}-{n}", n, n * gib_per_vcpu, arch) for n in sizes]
+TABLE_FILE = "machine_types.json"
+_ARCHES = frozenset({"x86_64", "arm64"})
 
 
-def _gpu(name: str, vcpus: int, gib: float, accelerator: str, count: int) -> Shape:
-    return Shape(name, vcpus, gib, "x86_64", accelerator, count)
+@dataclass(frozen=True, slots=True)
+class BuiltinTable:
+    as_of: str  # the date of Google's pages the rows were read from
+    shapes: tuple[Shape, ...]
+
+    @property
+    def source(self) -> str:
+        """What an offer priced on these shapes names as its shape source."""
+        return (
+            "shoal's built-in GCP machine-type table "
+            f"(Google machine-type pages, as of {self.as_of})"
+        )
+
+
+def table_from_json(raw: Any) -> BuiltinTable:
+    """The parsed data file; a malformed one is a ShoalError naming the bad row, since a
+    silently skipped row would be a machine type that is never priced."""
+
+    def bad(what: str) -> ShoalError:
+        return ShoalError(f"gcp: built-in machine-type table ({TABLE_FILE}): {what}")
+
+    if not isinstance(raw, dict):
+        raise bad("not a JSON object")
+    as_of, rows = raw.get("asOf"), raw.get("machineTypes")
+    if not isinstance(as_of, str) or not as_of:
+        raise bad("no 'asOf' date")
+    if not isinstance(rows, list) or not rows:
+        raise bad("no 'machineTypes' rows")
+    shapes: dict[str, Shape] = {}
+    for row in rows:
+        name = row.get("name") if isinstance(row, dict) else None
+        if not isinstance(name, str) or not name:
+            raise bad(f"a row without a name: {row!r}")
+        vcpus, memory = row.get("vcpus"), row.get("memoryGib")
+        accelerator, count = row.get("accelerator", ""), row.get("gpuCount", 0)
+        arch = row.get("arch")
+        if not _positive(vcpus) or not _positive(memory):
+            raise bad(f"{name}: vcpus and memoryGib must be positive numbers")
+        if not isinstance(accelerator, str) or not _count(count):
+            raise bad(f"{name}: accelerator must be a string and gpuCount a count")
+        if bool(accelerator) != bool(count):
+            raise bad(f"{name}: an accelerator needs a GPU count and a GPU count an accelerator")
+        if arch not in _ARCHES:
+            raise bad(f"{name}: arch must be one of {sorted(_ARCHES)}")
+        if name in shapes:
+            raise bad(f"{name} is listed twice")
+        shapes[name] = Shape(name, float(vcpus), float(memory), str(arch), accelerator, count)
+    return BuiltinTable(as_of, tuple(shapes.values()))
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@functools.cache
+def builtin_table() -> BuiltinTable:
+    """shoal's table of Google's predefined machine types, read once, on first use."""
+    try:
+        text = resources.files("providers.gcp").joinpath(TABLE_FILE).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ShoalError(
+            f"gcp: cannot read the built-in machine-type table {TABLE_FILE} ({exc}); "
+            "the installation is incomplete, reinstall shoal"
+        ) from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ShoalError(f"gcp: built-in machine-type table ({TABLE_FILE}): {exc}") from None
+    return table_from_json(raw)
 
 
 def builtin_shapes() -> list[Shape]:
-    """The common predefined machine types, from the family rules above."""
-    shapes = [
-        Shape("e2-micro", 2, 1),
-        Shape("e2-small", 2, 2),
-        Shape("e2-medium", 2, 4),
-        *_series("e2", "standard", 4, [2, 4, 8, 16, 32]),
-        *_series("e2", "highmem", 8, [2, 4, 8, 16]),
-        *_series("e2", "highcpu", 1, [2, 4, 8, 16, 32]),
-        *_series("n1", "standard", 3.75, [1, 2, 4, 8, 16, 32, 64, 96]),
-        *_series("n1", "highmem", 6.5, [2, 4, 8, 16, 32, 64, 96]),
-        *_series("n1", "highcpu", 0.9, [2, 4, 8, 16, 32, 64, 96]),
-        *_series("n2", "standard", 4, [2, 4, 8, 16, 32, 48, 64, 80, 96, 128]),
-        *_series("n2", "highmem", 8, [2, 4, 8, 16, 32, 48, 64, 80, 96, 128]),
-        *_series("n2", "highcpu", 1, [2, 4, 8, 16, 32, 48, 64, 80, 96]),
-        *_series("n2d", "standard", 4, [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224]),
-        *_series("n2d", "highmem", 8, [2, 4, 8, 16, 32, 48, 64, 80, 96]),
-        *_series("n2d", "highcpu", 1, [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224]),
-        *_series("c2", "standard", 4, [4, 8, 16, 30, 60]),
-        *_series("c2d", "standard", 4, [2, 4, 8, 16, 32, 56, 112]),
-        *_series("c2d", "highmem", 8, [2, 4, 8, 16, 32, 56, 112]),
-        *_series("c2d", "highcpu", 2, [2, 4, 8, 16, 32, 56, 112]),
-        *_series("c3", "standard", 4, [4, 8, 22, 44, 88, 176]),
-        *_series("c3", "highmem", 8, [4, 8, 22, 44, 88, 176]),
-        *_series("c3", "highcpu", 2, [4, 8, 22, 44, 88, 176]),
-        *_series("t2d", "standard", 4, [1, 2, 4, 8, 16, 32, 48, 60]),
-        *_series("t2a", "standard", 4, [1, 2, 4, 8, 16, 32, 48]),
-    ]
-    # A2: 12 vCPUs per A100; 85 GiB per 40 GB card (highgpu/megagpu), 170 GiB per 80 GB card.
-    for n in (1, 2, 4, 8):
-        shapes.append(_gpu(f"a2-highgpu-{n}g", 12 * n, 85 * n, "nvidia-tesla-a100", n))
-        shapes.append(_gpu(f"a2-ultragpu-{n}g", 12 * n, 170 * n, "nvidia-a100-80gb", n))
-    shapes.append(_gpu("a2-megagpu-16g", 96, 1360, "nvidia-tesla-a100", 16))
-    shapes.append(_gpu("a3-highgpu-8g", 208, 1872, "nvidia-h100-80gb", 8))
-    # G2: 4 GiB per vCPU, L4 count by size.
-    for vcpus, gpus in ((4, 1), (8, 1), (12, 1), (16, 1), (24, 2), (32, 1), (48, 4), (96, 8)):
-        shapes.append(_gpu(f"g2-standard-{vcpus}", vcpus, 4 * vcpus, "nvidia-l4", gpus))
-    return shapes
+    """The predefined machine types of the built-in table."""
+    return list(builtin_table().shapes)
 
 
 def _arch(raw: Any, family: str) -> str:

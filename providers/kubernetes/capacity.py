@@ -12,6 +12,12 @@ Supply is the sum of the counted nodes' `status.allocatable` (capacity minus sys
 reservations, what the scheduler fills).
 https://kubernetes.io/docs/tasks/administer-cluster/reserve-compute-resources/
 
+Allocatable is what each node has left, never below zero, summed per group. Pods can hold
+more than a node now offers (a GPU that failed after they were scheduled: the device
+plugin lowers the node's allocatable, the pods keep running); such a node's allocatable
+is 0, not negative, so it takes nothing from its neighbours' sum, and `overcommitted`
+names it with each resource held beyond the offer, for the caller to report.
+
 Which pods count. Pods bound to a counted node (`spec.nodeName`) whose phase is neither
 `Succeeded` nor `Failed` (those hold nothing). A pod's request for each resource is its
 effective request, as the scheduler computes it
@@ -67,9 +73,14 @@ Instances in use: a node is allocated when it carries an allocated pod that is n
 DaemonSet's or a static (mirror) pod, since those run on every node and would make every
 node look used; their requests still count for cpu, memory and the rest.
 
-Predictions: a pod with `spec.activeDeadlineSeconds` is killed by the kubelet that long
-after it started (`status.startTime`, else `metadata.creationTimestamp`), so its
-resources count as returned from that instant on.
+Deadlines, now and in windows (one rule, `returned_at`): a pod with
+`spec.activeDeadlineSeconds` is killed by the kubelet that long after it started
+(`status.startTime`, else `metadata.creationTimestamp`), so its resources count as returned
+from that instant's next whole second on. The API's word is the present, though: a pod it
+still lists as holding holds its resources now, even past its deadline (the kubelet has
+yet to kill it, and the scheduler still counts it), so a deadline already past means
+returned from the second after now. Hence the view now and the view of a window at now
+agree, and a window wholly in the future no longer shows the overdue pod.
 https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/
 """
 
@@ -90,6 +101,7 @@ from providers.models import (
     ResourceStat,
     ResourceStatItem,
 )
+from providers.timeutil import utcnow
 from providers.wire import format_time
 
 PROVIDER = "kubernetes"
@@ -139,17 +151,37 @@ class PoolRules:
         return (self.pool_label, *(k for k in self.pool_fallbacks if k != self.pool_label))
 
 
+Key = tuple[str, str]  # (resource type, resource name) of a ResourceItem
+
+
+@dataclass(frozen=True)
+class Overcommit:
+    """A node whose pods hold more than it offers: (key, held, offered) in milli-units."""
+
+    node: str
+    excess: tuple[tuple[Key, int, int], ...]
+
+
 @dataclass
 class Summary:
-    """The resource view and the nodes left out of it, with why."""
+    """The resource view, the nodes left out of it (with why) and the nodes overcommitted."""
 
     resource: Resource
     excluded: list[tuple[str, str]]
+    overcommitted: list[Overcommit] = field(default_factory=list)
+
+
+@dataclass
+class Window:
+    """The view at each point of a window (RFC 3339 keys), the nodes left out, and the
+    nodes overcommitted at its start (later points only give resources back)."""
+
+    points: dict[str, Resource]
+    excluded: list[tuple[str, str]]
+    overcommitted: list[Overcommit] = field(default_factory=list)
 
 
 # -- nodes ---------------------------------------------------------------------------------
-
-Key = tuple[str, str]  # (resource type, resource name) of a ResourceItem
 
 
 @dataclass(slots=True)
@@ -385,11 +417,14 @@ def _value(key: Key, millis: int) -> str:
 class _Totals:
     """Integer sums over a group of nodes of one capacity class."""
 
-    __slots__ = ("allocated", "busy", "instances", "nodes", "supply")
+    __slots__ = ("allocated", "busy", "free", "instances", "nodes", "supply")
 
     def __init__(self) -> None:
         self.supply: dict[Key, int] = {}
         self.allocated: dict[Key, int] = {}
+        # Clamped per node, then summed: an overcommitted node's excess is not free room
+        # taken away from the other nodes of the group.
+        self.free: dict[Key, int] = {}
         self.instances: dict[str, int] = {}
         self.busy: dict[str, int] = {}
         self.nodes = 0
@@ -398,6 +433,8 @@ class _Totals:
         self.nodes += 1
         for key, v in node.supply.items():
             self.supply[key] = self.supply.get(key, 0) + v
+            left = max(0, v - node.allocated.get(key, 0))
+            self.free[key] = self.free.get(key, 0) + left
         for key, v in node.allocated.items():
             self.allocated[key] = self.allocated.get(key, 0) + v
         itype = node.instance_type
@@ -415,7 +452,7 @@ class _Totals:
             allocated.setdefault(rtype, {})[name] = _value(key, used)
             if have is not None:
                 supply.setdefault(rtype, {})[name] = _value(key, have)
-                allocatable.setdefault(rtype, {})[name] = _value(key, max(0, have - used))
+                allocatable.setdefault(rtype, {})[name] = _value(key, self.free[key])
         if self.instances:
             supply["instance"] = {}
             allocated["instance"] = {}
@@ -466,28 +503,38 @@ def _view(nodes: dict[str, _Node], rules: PoolRules, region_name: str) -> Resour
     )
 
 
-# -- entry points --------------------------------------------------------------------------
+# -- overcommitted nodes -------------------------------------------------------------------
 
 
-def compute(
-    nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    rules: PoolRules | None = None,
-    *,
-    region_name: str,
-) -> Summary:
-    """Supply, allocated and allocatable now, by pool (down to nodes) and breakdown label."""
-    rules = rules or PoolRules()
-    counted, excluded = _nodes(nodes, rules)
-    for pod in pods:
-        spec = pod.get("spec")
-        node = counted.get(spec.get("nodeName") or "") if spec else None
-        if node is None or not _holds(pod):
-            continue
-        _charge(node, pod_requests(pod), 1)
-        if _marks_busy(pod):
-            node.busy += 1
-    return Summary(resource=_view(counted, rules, region_name), excluded=excluded)
+def _overcommitted(nodes: Iterable[_Node]) -> list[Overcommit]:
+    found = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        excess = tuple(
+            (key, held, node.supply.get(key, 0))
+            for key, held in sorted(node.allocated.items())
+            if held > node.supply.get(key, 0)
+        )
+        if excess:
+            found.append(Overcommit(node=node.name, excess=excess))
+    return found
+
+
+def _excess_text(over: Overcommit) -> str:
+    held = (f"{k[0]}/{k[1]} {_value(k, used)}>{_value(k, have)}" for k, used, have in over.excess)
+    return " ".join((over.node, *held))
+
+
+def overcommit_message(found: list[Overcommit], shown: int = 10) -> str:
+    """One line naming the first `shown` overcommitted nodes and what each holds too much of."""
+    named = ", ".join(_excess_text(o) for o in found[:shown])
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    return (
+        f"{len(found)} node(s) overcommitted (pods hold more than the node offers; "
+        f"allocatable shown as 0): {named}{more}"
+    )
+
+
+# -- deadlines -----------------------------------------------------------------------------
 
 
 def _time(value: Any, where: str) -> datetime | None:
@@ -521,45 +568,63 @@ def _ceil_second(at: datetime) -> datetime:
     return floor if floor == at else floor + timedelta(seconds=1)
 
 
-def predictions(
-    nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    rules: PoolRules | None = None,
-    *,
-    region_name: str,
-    start: datetime,
-    end: datetime,
-) -> dict[str, Resource]:
-    """The view at `start`, at each pod deadline in (start, end], and at `end`.
+def returned_at(pod: Mapping[str, Any], now: datetime) -> datetime | None:
+    """The whole second from which a holding pod's resources count as returned; None when
+    no deadline ends it. Never before the second after `now`: the API lists the pod as
+    holding, so it holds now even when its deadline has passed (the module docstring)."""
+    deadline = _deadline(pod)
+    if deadline is None:
+        return None
+    return max(_ceil_second(deadline), now.replace(microsecond=0) + timedelta(seconds=1))
 
-    Keys are RFC 3339 whole seconds; a deadline's point is its next whole second, so the
-    view there already shows the pod's resources returned. A pod whose deadline is at or
-    before a point does not count at that point (the kubelet has ended it).
-    """
-    if end < start:
-        raise UsageError(f"--end {format_time(end)} is before --start {format_time(start)}")
-    rules = rules or PoolRules()
-    counted, _ = _nodes(nodes, rules)
-    start, end = start.replace(microsecond=0), end.replace(microsecond=0)
-    # Only the pods that end inside the window are kept; the rest are charged and dropped.
-    ending: list[tuple[datetime, _Node, dict[str, int], bool]] = []
+
+# -- entry points --------------------------------------------------------------------------
+
+# (when, node, requests, busy) of a pod that gives its resources back inside a window
+_Ending = tuple[datetime, _Node, dict[str, int], bool]
+
+
+def _charge_holding(
+    counted: Mapping[str, _Node],
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    at: datetime,
+    until: datetime,
+    now: datetime,
+) -> list[_Ending]:
+    """Charge each pod that holds at `at` to its node; return those that give their
+    resources back by `until` (the rest are charged and dropped, keeping memory flat)."""
+    ending: list[_Ending] = []
+    # `returned_at` is never before the second after now, so a window that ends by now
+    # (the present view) cannot see a pod returned: the same rule, without the parsing.
+    deadlines = until > now.replace(microsecond=0)
     for pod in pods:
-        node = counted.get((pod.get("spec") or {}).get("nodeName") or "")
+        spec = pod.get("spec")
+        node = counted.get(spec.get("nodeName") or "") if spec else None
         if node is None or not _holds(pod):
             continue
-        deadline = _deadline(pod)
-        at = _ceil_second(deadline) if deadline is not None else None
-        if at is not None and at <= start:
-            continue  # already ended at the window's start
+        returned = returned_at(pod, now) if deadlines else None
+        if returned is not None and returned <= at:
+            continue
         requests = pod_requests(pod)
         busy = _marks_busy(pod)
         _charge(node, requests, 1)
         if busy:
             node.busy += 1
-        if at is not None and at <= end:
-            ending.append((at, node, requests, busy))
+        if returned is not None and returned <= until:
+            ending.append((returned, node, requests, busy))
+    return ending
+
+
+def _views(
+    counted: dict[str, _Node],
+    ending: list[_Ending],
+    points: list[datetime],
+    rules: PoolRules,
+    region_name: str,
+) -> dict[str, Resource]:
+    """The view at each point, giving back what ends at or before it."""
     ending.sort(key=lambda row: row[0])
-    points = sorted({start, end, *(row[0] for row in ending)})
     out: dict[str, Resource] = {}
     i = 0
     for point in points:
@@ -571,3 +636,46 @@ def predictions(
             i += 1
         out[format_time(point)] = _view(counted, rules, region_name)
     return out
+
+
+def predictions(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    rules: PoolRules | None = None,
+    *,
+    region_name: str,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+) -> Window:
+    """The view at `start`, at each pod's `returned_at` in (start, end], and at `end`.
+
+    Keys are RFC 3339 whole seconds; a pod returned at or before a point does not count
+    there. `now` is the present, which `returned_at` needs.
+    """
+    if end < start:
+        raise UsageError(f"--end {format_time(end)} is before --start {format_time(start)}")
+    rules = rules or PoolRules()
+    counted, excluded = _nodes(nodes, rules)
+    start, end = start.replace(microsecond=0), end.replace(microsecond=0)
+    ending = _charge_holding(counted, pods, at=start, until=end, now=now)
+    overcommitted = _overcommitted(counted.values())
+    points = sorted({start, end, *(row[0] for row in ending)})
+    views = _views(counted, ending, points, rules, region_name)
+    return Window(points=views, excluded=excluded, overcommitted=overcommitted)
+
+
+def compute(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    rules: PoolRules | None = None,
+    *,
+    region_name: str,
+    now: datetime | None = None,
+) -> Summary:
+    """Supply, allocated and allocatable now (default: the clock), by pool (down to nodes)
+    and breakdown label: the window [now, now], so both follow one deadline rule."""
+    at = now or utcnow()
+    window = predictions(nodes, pods, rules, region_name=region_name, start=at, end=at, now=at)
+    [resource] = window.points.values()
+    return Summary(resource=resource, excluded=window.excluded, overcommitted=window.overcommitted)

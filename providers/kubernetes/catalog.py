@@ -4,9 +4,12 @@ Regions are the kubeconfig's contexts (one cluster each; `--region` or `--contex
 one, the current context otherwise). `resources` lists nodes and the pods that hold
 resources (paged, never all in one answer) and sums them (providers/kubernetes/capacity.py);
 nodes that are NotReady or cordoned are left out of supply and reported on stderr.
-`pricing` joins each node's instance type to the cloud catalog's cached prices (the node's
-`spec.providerID` names the cloud, its `topology.kubernetes.io/region` label the region),
-for the hourly cost of each pool, split into used and idle nodes.
+Nodes whose pods hold more than they offer are named on stderr too (and in `pricing`'s
+notes). `types` reads each node's `status.capacity` (the machine's shape, whatever is
+degraded or reserved now) and gives each instance type the value most of its nodes
+report. `pricing` joins each node's instance type to the cloud catalog's cached prices
+(the node's `spec.providerID` names the cloud, its `topology.kubernetes.io/region` label
+the region), for the hourly cost of each pool, split into used and idle nodes.
 
 Config (`[kubernetes]`): `context`, `pool_label`, `breakdown_labels` (list),
 `spot_labels` (a table: label = [values meaning spot]), `namespace` (for the driver).
@@ -15,18 +18,24 @@ Config (`[kubernetes]`): `context`, `pool_label`, `breakdown_labels` (list),
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from providers import gpus as gpu_names
 from providers.errors import ConfigError, UsageError
 from providers.kubernetes.capacity import (
     INSTANCE_TYPE_LABELS,
     UNKNOWN,
+    Overcommit,
     PoolRules,
     Summary,
     compute,
     node_reason,
+    overcommit_message,
     predictions,
 )
 from providers.models import (
@@ -37,6 +46,7 @@ from providers.models import (
     ResourcePricing,
 )
 from providers.settings import Settings, config_section
+from providers.timeutil import utcnow
 
 if TYPE_CHECKING:
     from providers.kubernetes.client import KubeClient
@@ -48,6 +58,8 @@ PODS = "/api/v1/pods"
 # Pods that hold nothing are not worth downloading (the API filters them server-side).
 HOLDING_PODS = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
 ARCH = {"amd64": "x86_64", "arm64": "arm64"}
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB per GPU, from GPU feature discovery
+V = TypeVar("V", int, float, str)
 
 
 @contextmanager
@@ -95,11 +107,13 @@ class KubernetesCatalog:
         context: str | None,
         rules: PoolRules,
         client_for: Callable[[Connection], KubeClient] | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.settings = settings
         self.context = context
         self.rules = rules
         self._client_for = client_for
+        self._clock = clock
         self._clients: dict[str, KubeClient] = {}
 
     @classmethod
@@ -148,6 +162,10 @@ class KubernetesCatalog:
                 f"kubernetes: {len(excluded)} node(s) left out of supply: {shown}{more}"
             )
 
+    def _report_overcommitted(self, overcommitted: list[Overcommit]) -> None:
+        if overcommitted:
+            self.settings.warn(f"kubernetes: {overcommit_message(overcommitted)}")
+
     # -- the Catalog interface -----------------------------------------------------------
 
     def list_regions(self) -> list[RegionSpec]:
@@ -157,54 +175,34 @@ class KubernetesCatalog:
         return [RegionSpec(name=n, location="current" if n == current else "") for n in names]
 
     def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
-        from providers.kubernetes.quantity import bytes_, count, cpu_cores
-
         client = self.client(region)
-        found: dict[str, InstanceTypeSpec] = {}
+        by_type: dict[str, list[_Shape]] = {}
         for node in self._nodes(client):
-            if node_reason(node) is not None:
-                continue
-            labels = (node.get("metadata") or {}).get("labels") or {}
-            itype = next((labels[k] for k in INSTANCE_TYPE_LABELS if k in labels), "unknown")
-            if itype in found:
-                continue
-            name = (node.get("metadata") or {}).get("name", "?")
-            alloc = (node.get("status") or {}).get("allocatable") or {}
-            gpus = sum(
-                count(alloc[r], f"node {name} status.allocatable.{r}")
-                for r in self.rules.gpu_resources
-                if r in alloc
-            )
-            product = next(
-                (labels[k] for k in self.rules.gpu_product_labels if k in labels), UNKNOWN
-            )
-            found[itype] = InstanceTypeSpec(
-                name=itype,
-                vcpus=float(cpu_cores(alloc.get("cpu", "0"), f"node {name} allocatable.cpu")),
-                memory_gib=round(
-                    bytes_(alloc.get("memory", "0"), f"node {name} allocatable.memory") / 2**30, 2
-                ),
-                arch=ARCH.get(arch := labels.get("kubernetes.io/arch", ""), arch),
-                gpu=product if gpus else "",
-                gpu_count=gpus,
-                region=client.connection.context,
-            )
-        return sorted(found.values(), key=lambda s: s.name)
+            if node_reason(node) is None:
+                shape = _shape(node, self.rules)
+                by_type.setdefault(shape.instance_type, []).append(shape)
+        context = client.connection.context
+        return [_type_spec(name, shapes, context) for name, shapes in sorted(by_type.items())]
 
-    def _summary(self, opts: ResourceListOptions) -> tuple[list[dict[str, Any]], Summary]:
+    def _summary(
+        self, opts: ResourceListOptions, *, warn: bool = True
+    ) -> tuple[list[dict[str, Any]], Summary]:
         if opts.filter and opts.filter.resource_selectors:
             raise UsageError("kubernetes takes no --select; use --region or --context")
         client = self.client(opts.region)
+        now = self._clock()
         with _no_gc():
             nodes = self._nodes(client)
             summary = client.collect(
                 PODS,
                 lambda pods: compute(
-                    nodes, pods, self.rules, region_name=client.connection.context
+                    nodes, pods, self.rules, region_name=client.connection.context, now=now
                 ),
                 params=HOLDING_PODS,
             )
         self._report_excluded(summary.excluded)
+        if warn:  # pricing says it in its notes instead, which a table prints once
+            self._report_overcommitted(summary.overcommitted)
         return nodes, summary
 
     def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
@@ -217,13 +215,10 @@ class KubernetesCatalog:
             raise UsageError("kubernetes takes no --select; use --region or --context")
         client = self.client(opts.region)
         start, end = opts.start_time, opts.end_time or opts.start_time
+        now = self._clock()
         with _no_gc():
             nodes = self._nodes(client)
-            names = (
-                (str((n.get("metadata") or {}).get("name", "")), node_reason(n)) for n in nodes
-            )
-            self._report_excluded([(name, why) for name, why in names if why is not None])
-            return client.collect(
+            window = client.collect(
                 PODS,
                 lambda pods: predictions(
                     nodes,
@@ -232,18 +227,112 @@ class KubernetesCatalog:
                     region_name=client.connection.context,
                     start=start,
                     end=end,
+                    now=now,
                 ),
                 params=HOLDING_PODS,
             )
+        self._report_excluded(window.excluded)
+        self._report_overcommitted(window.overcommitted)
+        return window.points
 
     def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
         from providers.kubernetes.pricing import price_pools
 
-        nodes, summary = self._summary(opts)
-        return [price_pools(summary.resource, nodes, self.settings)]
+        nodes, summary = self._summary(opts, warn=False)
+        pricing = price_pools(summary.resource, nodes, self.settings)
+        if summary.overcommitted:
+            pricing.notes.append(overcommit_message(summary.overcommitted))
+        return [pricing]
 
     def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
         raise UsageError(
             "kubernetes pricing has no window: prices come from the cloud catalogs "
             "(`shoal pricing -p aws --start ...`)"
         )
+
+
+# -- instance types --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One node's machine, as `types` shows it."""
+
+    instance_type: str
+    vcpus: float
+    memory_gib: float
+    gpu_count: int
+    gpu: str
+    gpu_memory_gib: float
+    arch: str
+
+
+def _machine(status: Mapping[str, Any], resource: str) -> tuple[str, Any]:
+    """(field path, value) of a resource in the node's capacity, else its allocatable.
+
+    Capacity is the machine (allocatable is capacity minus reservations, and minus a GPU the
+    device plugin marked unhealthy); allocatable only stands in where capacity lacks the
+    resource."""
+    capacity = status.get("capacity") or {}
+    if resource in capacity:
+        return "status.capacity", capacity[resource]
+    return "status.allocatable", (status.get("allocatable") or {}).get(resource)
+
+
+def _shape(node: Mapping[str, Any], rules: PoolRules) -> _Shape:
+    from providers.kubernetes.quantity import bytes_, count, cpu_cores
+
+    meta = node.get("metadata") or {}
+    name, labels = meta.get("name", "?"), meta.get("labels") or {}
+    status = node.get("status") or {}
+
+    def read(resource: str) -> tuple[Any, str]:
+        path, value = _machine(status, resource)
+        return ("0" if value is None else value), f"node {name} {path}.{resource}"
+
+    gpus = sum(count(*read(r)) for r in rules.gpu_resources)
+    product = next((labels[k] for k in rules.gpu_product_labels if k in labels), UNKNOWN)
+    # One name per model across providers (`NVIDIA-A100-SXM4-80GB` -> A100, 80 GiB); the
+    # memory from the name, else from GPU feature discovery's label (MiB).
+    model, gpu_gib = gpu_names.canonical(product) if product != UNKNOWN else (UNKNOWN, None)
+    if gpu_gib is None:
+        try:
+            gpu_gib = round(float(labels.get(GPU_MEMORY_LABEL, "")) / 1024, 1)
+        except ValueError:
+            gpu_gib = 0.0
+    arch = labels.get("kubernetes.io/arch", "")
+    return _Shape(
+        instance_type=next((labels[k] for k in INSTANCE_TYPE_LABELS if k in labels), UNKNOWN),
+        vcpus=float(cpu_cores(*read("cpu"))),
+        memory_gib=round(bytes_(*read("memory")) / 2**30, 2),
+        gpu_count=gpus,
+        gpu=model if gpus else "",
+        gpu_memory_gib=gpu_gib if gpus and gpu_gib > 0 else 0.0,
+        arch=ARCH.get(arch, arch),
+    )
+
+
+def _mode(values: Iterable[V]) -> V:
+    """The value most nodes report; a tie goes to the larger one, so neither name order nor
+    one degraded node decides a type's shape."""
+    counts = Counter(values)
+    return max(counts, key=lambda v: (counts[v], v))
+
+
+def _type_spec(name: str, shapes: list[_Shape], region: str) -> InstanceTypeSpec:
+    # A vote per field: a node that differs in one (a lost GPU, a few KiB of memory) still
+    # agrees with the others on the rest.
+    gpu_count = _mode(s.gpu_count for s in shapes)
+    with_gpus = [s for s in shapes if s.gpu_count == gpu_count]
+    return InstanceTypeSpec(
+        name=name,
+        vcpus=_mode(s.vcpus for s in shapes),
+        memory_gib=_mode(s.memory_gib for s in shapes),
+        arch=_mode(s.arch for s in shapes),
+        gpu=_mode(s.gpu for s in with_gpus),
+        gpu_count=gpu_count,
+        gpu_memory_gib=_mode(s.gpu_memory_gib for s in with_gpus),
+        region=region,
+        source=f"the shape most of its {len(shapes)} node(s) report in status.capacity "
+        f"(context {region})",
+    )

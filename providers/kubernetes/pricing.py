@@ -5,12 +5,16 @@ from `topology.kubernetes.io/region`. Prices are read from the catalog cache onl
 network: `shoal pricing -p aws -r REGION` fills it). A spot node costs the spot price when
 the cache has one, else the on-demand price (said in a note). A node is used when it holds
 a workload pod (the `instance` counts of the resource view), idle otherwise.
+
+An unknown price is absent, never 0: a pool's sums cover its priced nodes, `unpricedNodes`
+counts the others, and a pool with no priced node has no sums (null). A note says how many
+nodes are unpriced and which catalog regions to fetch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.cloud.offers import Offer
 from providers.models import (
@@ -22,6 +26,9 @@ from providers.models import (
     ResourcePricingItem,
 )
 from providers.settings import Settings
+
+if TYPE_CHECKING:
+    from providers.cloud.cache import CatalogCache
 
 CLOUDS = {"aws": "aws", "gce": "gcp", "azure": "azure"}
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -45,70 +52,111 @@ def _node_state(child: RegionResourceItem) -> tuple[str, bool, bool]:
     return itype, spot, used
 
 
-def price_pools(
-    resource: Resource, nodes: Iterable[Mapping[str, Any]], settings: Settings
-) -> ResourcePricing:
-    where = {str((n.get("metadata") or {}).get("name", "")): _cloud(n) for n in nodes}
-    offers: dict[tuple[str, str], dict[str, Offer]] = {}
-    notes: list[str] = []
-    missing: set[tuple[str, str]] = set()
-    items: dict[str, ResourcePricingItem] = {}
-    pools: list[PoolCost] = []
-    cache = None
-    for pool in resource.overview:
+class _Pricer:
+    """Prices nodes from the catalog cache (read on first use), keeping the instance types
+    priced, the regions lacking a price, and notes."""
+
+    def __init__(self, nodes: Iterable[Mapping[str, Any]], settings: Settings) -> None:
+        self.settings = settings
+        self.where = {str((n.get("metadata") or {}).get("name", "")): _cloud(n) for n in nodes}
+        self.offers: dict[tuple[str, str], dict[str, Offer]] = {}
+        self._cache: CatalogCache | None = None
+        self.missing: set[tuple[str, str]] = set()
+        self.items: dict[str, ResourcePricingItem] = {}
+        self.notes: list[str] = []
+
+    def _offer(self, cloud: str, region: str, itype: str) -> Offer | None:
+        if (cloud, region) not in self.offers:
+            if self._cache is None:
+                from providers.cloud.catalog import open_cache
+
+                self._cache = open_cache(self.settings)
+            offers = self._cache.offers(cloud, region)
+            self.offers[(cloud, region)] = {o.instance_type: o for o in offers}
+        return self.offers[(cloud, region)].get(itype)
+
+    def node_price(self, node: str, itype: str, spot: bool) -> float | None:
+        cloud, region = self.where.get(node, ("", ""))
+        if not cloud or not region:
+            return None
+        offer = self._offer(cloud, region, itype)
+        price = _price(offer, spot)
+        if offer is None or price is None:
+            self.missing.add((cloud, region))
+            return None
+        self.items[itype] = ResourcePricingItem(
+            on_demand_price=offer.on_demand, spot_price=offer.spot
+        )
+        if spot and offer.spot is None:
+            self.notes.append(
+                f"no spot price cached for {itype} in {cloud} {region}: on-demand used"
+            )
+        return price
+
+    def pool(self, pool: RegionResourceItem) -> PoolCost:
         cost = PoolCost(key=pool.key, value=pool.value)
         for child in pool.next_level:
             itype, spot, used = _node_state(child)
-            cloud, region = where.get(child.value, ("", ""))
             cost.nodes += 1
             cost.spot_nodes += spot
-            if not cloud or not region:
+            price = self.node_price(child.value, itype, spot)
+            if price is None:
                 cost.unpriced_nodes += 1
-                continue
-            if (cloud, region) not in offers:
-                if cache is None:
-                    from providers.cloud.catalog import open_cache
-
-                    cache = open_cache(settings)
-                offers[(cloud, region)] = {o.instance_type: o for o in cache.offers(cloud, region)}
-            offer = offers[(cloud, region)].get(itype)
-            price = None
-            if offer is not None:
-                price = offer.spot if spot and offer.spot is not None else offer.on_demand
-            if offer is None or price is None:
-                cost.unpriced_nodes += 1
-                missing.add((cloud, region))
-                continue
-            items[itype] = ResourcePricingItem(
-                on_demand_price=offer.on_demand, spot_price=offer.spot
-            )
-            if spot and offer.spot is None:
-                notes.append(
-                    f"no spot price cached for {itype} in {cloud} {region}: on-demand used"
-                )
-            cost.hourly += price
-            if used:
-                cost.used_hourly += price
             else:
-                cost.idle_hourly += price
-        cost.hourly = round(cost.hourly, 6)
-        cost.used_hourly = round(cost.used_hourly, 6)
-        cost.idle_hourly = round(cost.idle_hourly, 6)
-        pools.append(cost)
-    for cloud, region in sorted(missing):
-        notes.append(
-            f"some {cloud} {region} instance types have no cached price: run "
-            f"`shoal pricing -p {cloud} -r {region}` to fill the catalog"
-        )
+                _add(cost, price, used)
+        cost.hourly = _rounded(cost.hourly)
+        cost.used_hourly = _rounded(cost.used_hourly)
+        cost.idle_hourly = _rounded(cost.idle_hourly)
+        return cost
+
+
+def _price(offer: Offer | None, spot: bool) -> float | None:
+    if offer is None:
+        return None
+    return offer.spot if spot and offer.spot is not None else offer.on_demand
+
+
+def _add(cost: PoolCost, price: float, used: bool) -> None:
+    # The first priced node turns the unknown sums (None) into known ones.
+    cost.hourly = (cost.hourly or 0.0) + price
+    cost.used_hourly = (cost.used_hourly or 0.0) + (price if used else 0.0)
+    cost.idle_hourly = (cost.idle_hourly or 0.0) + (0.0 if used else price)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _unpriced_note(pools: list[PoolCost], missing: set[tuple[str, str]]) -> str | None:
+    unpriced, nodes = sum(p.unpriced_nodes for p in pools), sum(p.nodes for p in pools)
+    if not unpriced:
+        return None
+    fetch = " and ".join(f"`shoal pricing -p {c} --region {r}`" for c, r in sorted(missing))
+    hint = f" (run {fetch} to fetch)" if fetch else ""
+    if unpriced == nodes:
+        return f"no node has a cached cloud price{hint}"
+    verb = "has" if unpriced == 1 else "have"
+    return f"{unpriced} of {nodes} nodes {verb} no cached cloud price{hint}"
+
+
+def price_pools(
+    resource: Resource, nodes: Iterable[Mapping[str, Any]], settings: Settings
+) -> ResourcePricing:
+    pricer = _Pricer(nodes, settings)
+    pools = [pricer.pool(pool) for pool in resource.overview]
+    notes = pricer.notes
+    unpriced = _unpriced_note(pools, pricer.missing)
+    if unpriced:
+        notes.append(unpriced)
     pooled = {child.value for pool in resource.overview for child in pool.next_level}
-    if any(not c or not r for name, (c, r) in where.items() if name in pooled):
+    if any(not c or not r for name, (c, r) in pricer.where.items() if name in pooled):
         notes.append(
             "nodes without a cloud providerID or a topology.kubernetes.io/region label are "
             "left unpriced"
         )
     return ResourcePricing(
         region=resource.region or RegionSpec(),
-        items=items,
+        items=pricer.items,
         provider="kubernetes",
         currency="USD",
         notes=list(dict.fromkeys(notes)),

@@ -91,7 +91,8 @@ def test_types_json(cli: Cli) -> None:
     data = run.json()
     round_trips(list[InstanceTypeSpec], data)
     (host,) = data
-    assert set(host) == {"name", "vcpus", "memory_gib", "arch", "gpu_count", "region"}
+    assert set(host) == {"name", "vcpus", "memory_gib", "arch", "gpu_count", "region", "source"}
+    assert host["source"].startswith("this host")
     assert (host["name"], host["region"], host["gpu_count"]) == ("host", "local", 0)
     assert host["vcpus"] >= 1 and host["memory_gib"] > 0
 
@@ -99,7 +100,7 @@ def test_types_json(cli: Cli) -> None:
 def test_types_table(cli: Cli) -> None:
     run = cli("types")
     assert_clean_table(run)
-    assert run.stderr == ""
+    assert run.stderr.startswith("local: shapes of 1 type(s) from this host")
     for column in ("Type", "vCPUs", "Memory GiB", "Arch", "GPUs"):
         assert column in run.stdout
     assert re.search(r"^\s*host\s+local\s+\d+", run.stdout, re.M)

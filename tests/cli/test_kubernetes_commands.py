@@ -8,12 +8,16 @@ import json
 import re
 import socket
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from providers.cloud.http import RetryPolicy
+from providers.wire import format_time
 from tests.conftest import Run
+from tests.providers.kubernetes import objects as k8s
 from tests.providers.kubernetes.apiserver import ApiServer
 from tests.providers.kubernetes.test_catalog import (
     EXCLUDED_WARNING,
@@ -72,7 +76,11 @@ def test_regions_json_are_the_contexts(cli: Cli, env: dict[str, str], api: ApiSe
 
 def test_types_json(cli: Cli, env: dict[str, str]) -> None:
     run = ok(cli("types", *K8S, "--json", env=env))
-    assert run.json() == [
+    found = run.json()
+    assert all(
+        t.pop("source").endswith("node(s) report in status.capacity (context prod)") for t in found
+    )
+    assert found == [
         {
             "name": "e2-standard-4",
             "vcpus": 4.0,
@@ -86,7 +94,7 @@ def test_types_json(cli: Cli, env: dict[str, str]) -> None:
             "vcpus": 8.0,
             "memory_gib": 32.0,
             "arch": "x86_64",
-            "gpu": "NVIDIA-A10G",
+            "gpu": "A10G",  # one name per model across providers
             "gpu_count": 1,
             "region": "prod",
         },
@@ -117,14 +125,17 @@ def test_json_stdout_is_only_json_and_warnings_go_to_stderr(cli: Cli, env: dict[
 
 
 def test_resources_window_json(cli: Cli, env: dict[str, str], api: ApiServer) -> None:
-    from tests.providers.kubernetes import objects as k8s
-
-    # started 2026-03-01T08:00:00Z, killed an hour later
-    api.add("pods", k8s.simple_pod("batch-1", "eks-od-1", cpu="2", deadline=3600))
-    start, end = "2026-03-01T08:30:00Z", "2026-03-01T10:00:00Z"
+    # started half an hour ago, killed an hour after it started: a window from now on
+    # sees it give its cpu back (a deadline already past would hold until now).
+    began = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=30)
+    api.add(
+        "pods",
+        k8s.simple_pod("batch-1", "eks-od-1", cpu="2", deadline=3600, start=format_time(began)),
+    )
+    start, end = format_time(began + timedelta(minutes=30)), format_time(began + timedelta(hours=2))
     run = ok(cli("resources", *K8S, "--start", start, "--end", end, "--json", env=env))
     data = run.json()
-    assert list(data) == [start, "2026-03-01T09:00:00Z", end]
+    assert list(data) == [start, format_time(began + timedelta(hours=1)), end]
 
     def eks_cpu(at: str) -> str:
         [pool] = [p for p in data[at]["overview"] if p["value"] == "ng-general"]
@@ -209,14 +220,17 @@ def test_pricing_shows_the_pool_costs_table(cli: Cli, home: Path, tmp_path: Path
         ["kubernetes", "prod", "m5.xlarge", "0.192", "0.0712"],
     ]
     assert table_rows(run.stdout, "pool costs") == [
-        ["prod", "karpenter.sh/nodepool (none)", "1", "0", "0", "0", "0", "1"],
+        ["prod", "karpenter.sh/nodepool (none)", "1", "0", "—", "—", "—", "1"],
         ["prod", "karpenter.sh/nodepool=gpu", "2", "1", "2.424", "1.212", "1.212", "—"],
         ["prod", "eks.amazonaws.com/nodegroup=ng-general", "1", "0", "0.192", "0.192", "0", "—"],
         ["prod", "eks.amazonaws.com/nodegroup=ng-spot", "1", "1", "0.0712", "0", "0.0712", "—"],
-        ["prod", "cloud.google.com/gke-nodepool=spot-pool", "1", "1", "0", "0", "0", "1"],
+        ["prod", "cloud.google.com/gke-nodepool=spot-pool", "1", "1", "—", "—", "—", "1"],
     ]
     assert "no spot price cached for g5.2xlarge in aws us-east-1" in run.stderr
-    assert "shoal pricing -p gcp -r us-central1" in run.stderr
+    assert (
+        "kubernetes: 2 of 6 nodes have no cached cloud price "
+        "(run `shoal pricing -p gcp --region us-central1` to fetch)\n"
+    ) in run.stderr
     [priced] = as_json
     assert priced["provider"] == "kubernetes" and priced["region"] == {"name": "prod"}
     assert [(p["value"], p["nodes"]) for p in priced["pools"]] == [
@@ -226,6 +240,142 @@ def test_pricing_shows_the_pool_costs_table(cli: Cli, home: Path, tmp_path: Path
         ("ng-spot", 1),
         ("spot-pool", 1),
     ]
+
+
+# -- what users were shown wrong -------------------------------------------------------------
+
+A100 = "NVIDIA-A100-SXM4-40GB"
+
+
+def cluster_env(tmp_path: Path, server: ApiServer) -> dict[str, str]:
+    return {"KUBECONFIG": str(write_kubeconfig(tmp_path / "kc", server.base))}
+
+
+def a100_node(name: str, *, gpus_left: int = 8) -> dict[str, Any]:
+    """A p4d.24xlarge: 96 vCPUs, 1152 GiB and 8 A100s, less the kubelet's reservations;
+    `gpus_left` is what the device plugin still offers (a failed GPU lowers it)."""
+    node = k8s.eks_node(
+        name,
+        nodegroup="gpu",
+        instance_type="p4d.24xlarge",
+        gpus=8,
+        product=A100,
+        cpu="95690m",
+        memory="1120Gi",
+    )
+    node["status"]["capacity"].update({"cpu": "96", "memory": "1152Gi"})
+    node["status"]["allocatable"]["nvidia.com/gpu"] = str(gpus_left)
+    return node
+
+
+def test_types_show_the_machine_not_the_first_node_that_lost_a_gpu(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The first p4d node in name order has a failed GPU: the type still has 8 GPUs, 96
+    vCPUs and 1152 GiB (capacity, as most of its nodes report), so `gpu_count>=8` finds it."""
+    with ApiServer(tokens=[TOKEN]) as api:
+        api.add_many(
+            "nodes", [a100_node("p4d-1", gpus_left=7), a100_node("p4d-2"), a100_node("p4d-3")]
+        )
+        env = cluster_env(tmp_path, api)
+        run = ok(cli("types", *K8S, "--select", "gpu_count>=8", "--json", env=env))
+        same = ok(cli("types", *K8S, "--select", "gpu=A100-40GB", "--json", env=env))
+    assert run.json() == same.json() == [
+        {
+            "name": "p4d.24xlarge",
+            "vcpus": 96.0,
+            "memory_gib": 1152.0,
+            "arch": "x86_64",
+            "gpu": "A100",  # the canonical model, from the product label
+            "gpu_count": 8,
+            "gpu_memory_gib": 40.0,
+            "region": "prod",
+            "source": "the shape most of its 3 node(s) report in status.capacity (context prod)",
+        }
+    ]
+
+
+def test_pricing_without_cached_prices_shows_unknown_not_zero(cli: Cli, tmp_path: Path) -> None:
+    """No cached cloud price: the pool's $/h are "—" in the table and null in the JSON, and
+    the note says no node is priced and which catalog to fetch."""
+    with ApiServer(tokens=[TOKEN]) as api:
+        api.add_many("nodes", [n for n in priced_nodes() if n["metadata"]["name"] == "eks-od-1"])
+        env = cluster_env(tmp_path, api)
+        run = ok(cli("pricing", *K8S, env=env))
+        as_json = ok(cli("pricing", *K8S, "--json", env=env)).json()
+    assert table_rows(run.stdout, "pool costs") == [
+        ["prod", "eks.amazonaws.com/nodegroup=ng-general", "1", "0", "—", "—", "—", "1"]
+    ]
+    note = (
+        "kubernetes: no node has a cached cloud price "
+        "(run `shoal pricing -p aws --region us-east-1` to fetch)"
+    )
+    assert note in run.stderr.splitlines()
+    [pool] = as_json[0]["pools"]
+    assert (pool["hourly"], pool["usedHourly"], pool["idleHourly"]) == (None, None, None)
+    assert pool["unpricedNodes"] == 1
+
+
+OVERCOMMIT_WARNING = (
+    "kubernetes: 1 node(s) overcommitted (pods hold more than the node offers; allocatable "
+    f"shown as 0): p4d-1 gpu/{A100} 8>7"
+)
+
+
+@pytest.fixture
+def overcommitted(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """p4d-1 lost a GPU after two 4-GPU pods were placed on it; p4d-2 runs a 2-GPU pod."""
+    with ApiServer(tokens=[TOKEN]) as api:
+        api.add_many("nodes", [a100_node("p4d-1", gpus_left=7), a100_node("p4d-2")])
+        api.add_many(
+            "pods",
+            [
+                k8s.simple_pod("train-a", "p4d-1", gpu="4"),
+                k8s.simple_pod("train-b", "p4d-1", gpu="4"),
+                k8s.simple_pod("train-c", "p4d-2", gpu="2"),
+            ],
+        )
+        yield cluster_env(tmp_path, api)
+
+
+def test_overcommitted_node_is_named_and_takes_nothing_from_its_pool(
+    cli: Cli, overcommitted: dict[str, str]
+) -> None:
+    run = ok(cli("resources", *K8S, "--json", env=overcommitted))
+    assert run.stderr == f"shoal: warning: {OVERCOMMIT_WARNING}\n"
+    [pool] = run.json()[0]["overview"]
+    nodes = {n["value"]: n["stat"]["onDemand"] for n in pool["nextLevel"]}
+    assert nodes["p4d-1"]["allocated"]["gpu"] == {A100: "8"}
+    assert nodes["p4d-1"]["allocatable"]["gpu"] == {A100: "0"}
+    # the pool has what p4d-2 has left (6), not 15 offered - 10 held
+    assert pool["stat"]["onDemand"]["allocatable"]["gpu"] == {A100: "6"}
+
+
+def test_overcommitted_node_is_a_pricing_note(cli: Cli, overcommitted: dict[str, str]) -> None:
+    run = ok(cli("pricing", *K8S, "--json", env=overcommitted))
+    assert OVERCOMMIT_WARNING.removeprefix("kubernetes: ") in run.json()[0]["notes"]
+    assert OVERCOMMIT_WARNING not in run.stderr  # JSON carries it: said once
+    table = ok(cli("pricing", *K8S, env=overcommitted))
+    assert table.stderr.count(OVERCOMMIT_WARNING.removeprefix("kubernetes: ")) == 1
+
+
+def test_a_pod_past_its_deadline_counts_the_same_now_and_in_a_window_at_now(
+    cli: Cli, env: dict[str, str], api: ApiServer
+) -> None:
+    """`overdue` ran past its deadline months ago but the API still lists it Running: it
+    holds its 2 cpu until it is gone, in `resources` and in `resources --start NOW` alike."""
+    api.add("pods", k8s.simple_pod("overdue", "eks-od-1", cpu="2", deadline=3600))
+    now = format_time(datetime.now(UTC))
+    [present] = ok(cli("resources", *K8S, "--json", env=env)).json()
+    window = ok(cli("resources", *K8S, "--start", now, "--json", env=env)).json()
+    assert list(window) == [now]
+
+    def by_pool(view: dict[str, Any]) -> dict[str, Any]:
+        return {p["value"]: p["stat"] for p in view["overview"]}
+
+    assert by_pool(window[now]) == by_pool(present)
+    [eks] = [p for p in present["overview"] if p["value"] == "ng-general"]
+    assert eks["stat"]["onDemand"]["allocated"]["cpu"] == {"vcpu": "3"}  # web-1 1 + overdue 2
 
 
 # -- exit codes ------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from providers.azure.fetch import NO_TOKEN_NOTE, AzureFetcher
+from providers.azure import sizes
+from providers.azure.fetch import NAME_SOURCE, NO_TOKEN_NOTE, AzureFetcher
 from providers.cloud.http import RetryPolicy
 from providers.cloud.offers import Offer
 from providers.errors import (
@@ -22,6 +23,7 @@ from tests.providers.apiserver import ApiServer, Reply
 from tests.providers.azure import payloads as p
 
 FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=5.0)
+SKUS_SOURCE = "the Azure Resource SKUs API ({base})"
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +71,34 @@ def test_keyless_region_pages_filters_and_derives_specs(tmp_path: Path, api: Api
     assert snap.provider == "azure" and snap.region == "eastus" and snap.currency == "USD"
     assert snap.source == f"{api.base}/api/retail/prices"
     assert snap.fetched_at.tzinfo is not None
-    assert snap.notes == [NO_TOKEN_NOTE]
+    table = sizes.table().source
+    assert snap.notes == [
+        NO_TOKEN_NOTE,
+        f"4 sizes take their shape from {table}: Standard_D4ps_v5, Standard_D4s_v5, "
+        "Standard_E4s_v5, Standard_NC24ads_A100_v4",
+    ]
+    # Memory from the built-in table (Microsoft's size pages), arch from the name.
     assert snap.offers == {
-        "Standard_D4ps_v5": Offer("Standard_D4ps_v5", 4, 0.0, "arm64", on_demand=0.154, spot=0.031),
-        "Standard_D4s_v5": Offer("Standard_D4s_v5", 4, 0.0, "x86_64", on_demand=0.192, spot=0.0384),
-        "Standard_E4s_v5": Offer("Standard_E4s_v5", 4, 0.0, "x86_64", on_demand=0.252),
+        "Standard_D4ps_v5": Offer(
+            "Standard_D4ps_v5", 4, 16, "arm64", on_demand=0.154, spot=0.031, shape_source=table
+        ),
+        "Standard_D4s_v5": Offer(
+            "Standard_D4s_v5", 4, 16, "x86_64", on_demand=0.192, spot=0.0384, shape_source=table
+        ),
+        "Standard_E4s_v5": Offer(
+            "Standard_E4s_v5", 4, 32, "x86_64", on_demand=0.252, shape_source=table
+        ),
         "Standard_NC24ads_A100_v4": Offer(
-            "Standard_NC24ads_A100_v4", 24, 0.0, "x86_64", "A100", 1, 80.0, 3.673, 0.7346
+            "Standard_NC24ads_A100_v4",
+            24,
+            220,
+            "x86_64",
+            "A100",
+            1,
+            80.0,
+            3.673,
+            0.7346,
+            shape_source=table,
         ),
     }
     # The server evaluated the filter: 14 eastus Consumption rows, 4 a page.
@@ -93,6 +116,126 @@ def test_each_region_gets_its_own_rows(tmp_path: Path, api: ApiServer) -> None:
     serve_prices(api)
     snap = fetcher(tmp_path, api).fetch_region("westus", lambda *a: None)
     assert prices(snap.offers) == {"Standard_D4s_v5": (0.208, 0.0416)}
+
+
+def mixed_chain() -> list[dict[str, Any]]:
+    """What a mirror that drops `$filter` serves: every region and service in one chain."""
+    return [
+        p.price_item("Standard_D4s_v5", 0.192),  # eastus: cheaper than southcentralus
+        p.price_item("Standard_D4s_v5", 0.0384, variant="Spot"),
+        p.price_item("Standard_D4s_v5", 0.230, region="southcentralus"),
+        p.price_item("Standard_E4s_v5", 0.252),  # a size only eastus sells
+        p.price_item("Standard_D4s_v5", 0.046, region="southcentralus", variant="Spot"),
+        p.price_item(
+            "",
+            5.28,
+            region="southcentralus",
+            serviceName="Storage",
+            productName="Premium SSD Managed Disks",
+            meterName="P10 LRS Disk",
+            skuName="P10 LRS",
+            unit="1/Month",
+        ),
+        # A per-hour licence fee under the same size name, cheaper than the VM itself.
+        p.price_item(
+            "Standard_D4s_v5",
+            0.010,
+            region="southcentralus",
+            serviceName="Virtual Machines Licenses",
+            productName="SQL Server Enterprise Linux",
+        ),
+        p.price_item("Standard_D4s_v5", 812.0, region="southcentralus", kind="Reservation"),
+        # Region names compare without case, as Azure does.
+        p.price_item("Standard_D2s_v5", 0.115, region="SouthCentralUS"),
+        p.price_item("Standard_D2s_v5", 0.096, region="westus"),
+    ]
+
+
+def test_a_source_that_ignores_the_filter_cannot_price_one_region_with_another(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    every_clause = ("serviceName", "armRegionName", "priceType")
+    handler = p.PricesApi(mixed_chain(), base=api.base, page_size=3, ignore=every_clause)
+    api.route(p.PRICES_PATH, handler)
+    snap = fetcher(tmp_path, api).fetch_region("southcentralus", lambda *a: None)
+    assert len(api.requests_to(p.PRICES_PATH)) == 4  # 10 items, 3 a page, all of them served
+    assert handler.filters[0] == (
+        "serviceName eq 'Virtual Machines' and armRegionName eq 'southcentralus' "
+        "and priceType eq 'Consumption'"
+    )
+    assert prices(snap.offers) == {
+        "Standard_D2s_v5": (0.115, None),
+        "Standard_D4s_v5": (0.230, 0.046),
+    }
+    assert snap.notes[-1] == (
+        "the price source ignored the filter: 7 items for other regions/services were dropped "
+        "(1 for other price types, 4 for other regions, 2 for other services)"
+    )
+
+
+def test_a_filtered_source_leaves_no_note(tmp_path: Path, api: ApiServer) -> None:
+    api.route(p.PRICES_PATH, p.PricesApi(mixed_chain(), base=api.base, page_size=3))
+    snap = fetcher(tmp_path, api).fetch_region("southcentralus", lambda *a: None)
+    assert prices(snap.offers) == {"Standard_D4s_v5": (0.230, 0.046)}
+    assert not any("ignored the filter" in note for note in snap.notes)
+
+
+def test_prices_in_another_currency_only_are_named(tmp_path: Path, api: ApiServer) -> None:
+    rows = [p.price_item("Standard_D4s_v5", 0.18, currency="EUR")]
+    api.route(p.PRICES_PATH, p.PricesApi(rows, base=api.base))
+    with pytest.raises(ShoalError, match="'EUR', not USD"):
+        fetcher(tmp_path, api).fetch_region("eastus", lambda *a: None)
+
+
+def test_without_a_token_shapes_come_from_the_table_and_unknowns_stay_unknown(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    unknown = "Standard_D4xs_v9"  # not a size Microsoft lists: its name says 4 vCPUs only
+    assert sizes.table().get(unknown) is None
+    rows = [
+        p.price_item("Standard_D4s_v5", 0.192),
+        p.price_item("Standard_ND96isr_H100_v5", 98.32),
+        p.price_item("Standard_NC4as_T4_v3", 0.526),
+        p.price_item(unknown, 0.2),
+    ]
+    api.route(p.PRICES_PATH, p.PricesApi(rows, base=api.base))
+    snap = fetcher(tmp_path, api).fetch_region("eastus", lambda *a: None)
+    table = sizes.table().source
+    assert snap.offers == {
+        "Standard_D4s_v5": Offer(
+            "Standard_D4s_v5", 4, 16, "x86_64", on_demand=0.192, shape_source=table
+        ),
+        "Standard_NC4as_T4_v3": Offer(
+            "Standard_NC4as_T4_v3",
+            4,
+            28,
+            "x86_64",
+            "T4",
+            1,
+            16,
+            on_demand=0.526,
+            shape_source=table,
+        ),
+        "Standard_ND96isr_H100_v5": Offer(
+            "Standard_ND96isr_H100_v5",
+            96,
+            1900,
+            "x86_64",
+            "H100",
+            8,
+            80,
+            on_demand=98.32,
+            shape_source=table,
+        ),
+        unknown: Offer(unknown, 4, None, "x86_64", on_demand=0.2, shape_source=NAME_SOURCE),
+    }
+    assert snap.notes == [
+        NO_TOKEN_NOTE,
+        f"3 sizes take their shape from {table}: Standard_D4s_v5, Standard_NC4as_T4_v3, "
+        "Standard_ND96isr_H100_v5",
+        "1 size has no known memory (not in the built-in table; vCPUs and GPUs read from "
+        f"the size name): {unknown}",
+    ]
 
 
 def test_a_mirror_that_ignores_price_type_still_yields_the_same_offers(
@@ -211,13 +354,28 @@ def test_specs_from_resource_skus(tmp_path: Path, api: ApiServer) -> None:
     serve_prices(api)
     serve_management(api)
     snap = fetcher(tmp_path, api, token=True).fetch_region("eastus", lambda *a: None)
+    skus = SKUS_SOURCE.format(base=api.base)
     assert snap.offers == {
-        "Standard_D4ps_v5": Offer("Standard_D4ps_v5", 4, 16, "arm64", on_demand=0.154, spot=0.031),
-        "Standard_D4s_v5": Offer("Standard_D4s_v5", 4, 16, "x86_64", on_demand=0.192, spot=0.0384),
+        "Standard_D4ps_v5": Offer(
+            "Standard_D4ps_v5", 4, 16, "arm64", on_demand=0.154, spot=0.031, shape_source=skus
+        ),
+        "Standard_D4s_v5": Offer(
+            "Standard_D4s_v5", 4, 16, "x86_64", on_demand=0.192, spot=0.0384, shape_source=skus
+        ),
         "Standard_NC24ads_A100_v4": Offer(
-            "Standard_NC24ads_A100_v4", 24, 220, "x86_64", "A100", 1, 80.0, 3.673, 0.7346
+            "Standard_NC24ads_A100_v4",
+            24,
+            220,
+            "x86_64",
+            "A100",
+            1,
+            80.0,
+            3.673,
+            0.7346,
+            shape_source=skus,
         ),
     }
+    assert p.SUBSCRIPTION not in skus  # a shared catalog export should not carry it
     assert snap.notes == [
         "1 sizes restricted for this subscription in eastus were left out: Standard_E4s_v5"
     ]
@@ -227,18 +385,21 @@ def test_specs_from_resource_skus(tmp_path: Path, api: ApiServer) -> None:
     assert skus[0].headers["authorization"] == f"Bearer {p.TOKEN}"
 
 
-def test_priced_sizes_missing_from_resource_skus_keep_derived_specs(
+def test_priced_sizes_missing_from_resource_skus_take_the_built_in_table(
     tmp_path: Path, api: ApiServer
 ) -> None:
     serve_prices(api)
     api.route(p.SKUS_PATH, lambda q, h: Reply.json({"value": []}))
     snap = fetcher(tmp_path, api, token=True).fetch_region("eastus", lambda *a: None)
+    table = sizes.table().source
     assert snap.offers["Standard_D4ps_v5"] == Offer(
-        "Standard_D4ps_v5", 4, 0.0, "arm64", on_demand=0.154, spot=0.031
+        "Standard_D4ps_v5", 4, 16, "arm64", on_demand=0.154, spot=0.031, shape_source=table
     )
     assert snap.notes == [
-        "4 priced sizes are not in the Resource SKUs list for eastus; their specs are "
-        "derived from SKU names"
+        "4 priced sizes are not in the Resource SKUs list for eastus; their shapes come from "
+        "shoal's built-in Azure size table, else their names",
+        f"4 sizes take their shape from {table}: Standard_D4ps_v5, Standard_D4s_v5, "
+        "Standard_E4s_v5, Standard_NC24ads_A100_v4",
     ]
 
 

@@ -135,7 +135,8 @@ def test_last_page_has_no_link() -> None:
         ("Standard_NC4as_T4_v3", 4, "x86_64", "T4", 1, 16),
         ("Standard_NC64as_T4_v3", 64, "x86_64", "T4", 4, 16),
         ("Standard_NV36ads_A10_v5", 36, "x86_64", "A10", 1, 24),
-        ("Standard_NV6ads_A10_v5", 6, "x86_64", "A10", 0, 24),  # a sixth of a GPU
+        ("Standard_NV6ads_A10_v5", 6, "x86_64", "A10", 0, 4),  # a sixth of an A10's 24 GiB
+        ("Standard_NV4as_v4", 4, "x86_64", "MI25", 0, 2),  # an eighth of an MI25's 16 GiB
         ("Standard_NC8ads_L4_v9", 8, "x86_64", "L4", 0, 0),  # model from the name only
         ("Standard_D2_v2_Promo", 2, "x86_64", "", 0, 0),
         ("Dedicated-Host-Type1", 0, "", "", 0, 0),
@@ -212,3 +213,34 @@ def test_locations_physical_only_with_zones() -> None:
 )
 def test_next_url(link: str, base: str, expected: str) -> None:
     assert next_url(link, base) == expected
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({}, None),
+        ({"armRegionName": "EastUS"}, None),  # Azure's region names ignore case
+        ({"armRegionName": "southcentralus"}, parse.OTHER_REGION),
+        ({"serviceName": "Storage"}, parse.OTHER_SERVICE),
+        ({"type": "DevTestConsumption"}, parse.OTHER_PRICE_TYPE),
+        ({"currencyCode": "EUR"}, parse.OTHER_CURRENCY),
+    ],
+)
+def test_an_item_outside_the_request_is_named(changes: dict[str, Any], reason: str | None) -> None:
+    item = p.price_item("Standard_D4s_v5", 0.192, **changes)
+    assert parse.unasked(item, parse.Ask("eastus"), WHERE) == reason
+
+
+def test_a_price_book_with_an_ask_drops_and_counts_what_was_not_asked() -> None:
+    book = parse.PriceBook(parse.Ask("eastus"))
+    for item in [
+        p.price_item("Standard_D4s_v5", 0.150, region="westus"),
+        p.price_item("Standard_D4s_v5", 0.100, serviceName="Virtual Machines Licenses"),
+        p.price_item("Standard_D4s_v5", 0.192),
+    ]:
+        book.add(item, WHERE)
+    assert book.rows == 3
+    assert book.dropped == {parse.OTHER_REGION: 1, parse.OTHER_SERVICE: 1}
+    assert book.offers() == {"Standard_D4s_v5": Offer("Standard_D4s_v5", on_demand=0.192)}
+    with pytest.raises(ShoalError, match="an item is list"):
+        book.add([], WHERE)

@@ -24,11 +24,16 @@ from providers.errors import (
     UsageError,
 )
 from providers.gcp.fetch import BUILTIN_NOTE, GcpFetcher
+from providers.gcp.parse import CORE, RAM, RateBook
+from providers.gcp.shapes import builtin_shapes, builtin_table
 from providers.settings import Paths, Settings
 from tests.providers.apiserver import ApiServer, Reply
 from tests.providers.gcp import payloads as p
 
 FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=5.0)
+FAMILY_NOTE = "priced families without known shapes (not listed)"
+GPU_NOTE = "priced GPUs on no known machine type (not listed)"
+TOKEN_ENV = {ENV_GCP_TOKEN: p.TOKEN, ENV_GCP_PROJECT: p.PROJECT}
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +86,14 @@ def test_pages_once_and_prices_every_region_from_one_list(tmp_path: Path, api: A
     ]
     assert snap.provider == "gcp" and snap.currency == "USD"
     assert snap.source == f"{api.base}/v1/services/6F81-5844-456A/skus"
-    assert snap.notes == [BUILTIN_NOTE]
+    # T4 is billed on N1 VMs, which shoal does not list as N1+GPU combinations.
+    assert snap.notes == [BUILTIN_NOTE, f"{GPU_NOTE}: nvidia-tesla-t4"]
+    assert belgium.notes == [BUILTIN_NOTE]
     assert snap.fetched_at == belgium.fetched_at and snap.fetched_at.tzinfo is not None
     n2 = snap.offers["n2-standard-4"]
     assert (n2.vcpus, n2.memory_gib, n2.arch, n2.gpu_count) == (4, 16, "x86_64", 0)
+    assert n2.shape_source == builtin_table().source
+    assert builtin_table().as_of in n2.shape_source
     assert n2.on_demand == pytest.approx(0.194236)
     assert n2.spot == pytest.approx(0.04732)
     assert n2.scheduled is None
@@ -195,10 +204,19 @@ def test_with_a_token_shapes_and_regions_come_from_the_compute_api(
         ("us-central1", ["us-central1-a", "us-central1-b", "us-central1-c"]),
     ]
     snap = gcp.fetch_region("us-central1", no_progress)
-    gcp.fetch_region("europe-west1", no_progress)
-    assert snap.notes == []
+    belgium = gcp.fetch_region("europe-west1", no_progress)
+    # The API knows no a3, e2 or n1 type and no H100/T4 machine here, though the SKUs price
+    # them; n2 is known from us-central1, so Belgium's n2 rates are shaped.
+    assert snap.notes == [
+        f"{FAMILY_NOTE}: a3, e2, n1",
+        f"{GPU_NOTE}: nvidia-h100-80gb, nvidia-tesla-t4",
+    ]
+    assert belgium.notes == []
     # The union over the zones, less c3 (no rates in the catalog).
     assert sorted(snap.offers) == ["a2-highgpu-1g", "g2-standard-8", "n2-standard-4"]
+    assert snap.offers["n2-standard-4"].shape_source == (
+        f"{api.base}/compute/v1/projects/{p.PROJECT}/aggregated/machineTypes"
+    )
     assert snap.offers["a2-highgpu-1g"].on_demand == pytest.approx(3.673385)
     assert snap.offers["g2-standard-8"].on_demand == pytest.approx(
         8 * 0.024988 + 32 * 0.002927 + 0.560040
@@ -224,7 +242,7 @@ def test_a_token_without_a_project_falls_back_to_built_in_shapes(
     snap = fetcher(tmp_path, api, env={ENV_GCP_TOKEN: p.TOKEN}).fetch_region(
         "us-central1", no_progress
     )
-    assert snap.notes == [BUILTIN_NOTE] and "a3-highgpu-8g" in snap.offers
+    assert snap.notes[0] == BUILTIN_NOTE and "a3-highgpu-8g" in snap.offers
     assert api.requests_to(p.MACHINE_TYPES_PATH) == []
 
 
@@ -242,3 +260,51 @@ def test_compute_api_payloads_of_the_wrong_shape_and_endless_pages(
     with pytest.raises(ShoalError, match="more than 2 pages"):
         gcp.fetch_region("us-central1", no_progress)
     gcp.close()
+
+
+def test_every_a3_high_size_the_skus_price_is_listed(tmp_path: Path, api: ApiServer) -> None:
+    offers = fetcher(tmp_path, api).fetch_region("us-central1", no_progress).offers
+    for gpus, vcpus, gib in ((1, 26, 234), (2, 52, 468), (4, 104, 936), (8, 208, 1872)):
+        offer = offers[f"a3-highgpu-{gpus}g"]
+        assert (offer.vcpus, offer.memory_gib, offer.gpu, offer.gpu_count) == (
+            vcpus,
+            gib,
+            "H100",
+            gpus,
+        )
+        assert offer.on_demand == pytest.approx(vcpus * p.A3_CORE + gib * p.A3_RAM + gpus * p.H100)
+
+
+@pytest.mark.parametrize("env", [{}, TOKEN_ENV], ids=["built-in", "token"])
+def test_every_priced_family_is_listed_or_named_as_unshaped(
+    tmp_path: Path, api: ApiServer, env: dict[str, str]
+) -> None:
+    made_up = [
+        p.core("ZZ9 Instance Core running in Americas", 0.05),
+        p.ram("ZZ9 Instance Ram running in Americas", 0.006),
+        p.core("Spot Preemptible ZZ8 Instance Core running in Americas", 0.01, usage="Preemptible"),
+    ]
+    items = p.catalog() + made_up
+    p.serve(api, items=items)
+    snap = fetcher(tmp_path, api, env=env).fetch_region("us-central1", no_progress)
+    book = RateBook()
+    book.add_page({"skus": items})
+    priced = {f for (r, kind, f, _) in book.rates if r == "us-central1" and kind in (CORE, RAM)}
+    listed = {name.split("-", 1)[0] for name in snap.offers}
+    unshaped = [n.split(": ", 1)[1].split(", ") for n in snap.notes if n.startswith(FAMILY_NOTE)]
+    named = set(unshaped[0]) if unshaped else set()
+    assert {"zz8", "zz9"} <= named
+    assert priced <= listed | named
+    assert not named & listed
+    if not env:
+        assert not named & {shape.family for shape in builtin_shapes()}
+
+
+def test_the_built_in_table_is_read_on_first_use_only(tmp_path: Path, api: ApiServer) -> None:
+    builtin_table.cache_clear()
+    gcp = fetcher(tmp_path, api)
+    gcp.list_regions()
+    assert builtin_table.cache_info().currsize == 0  # regions need no shapes
+    gcp.fetch_region("us-central1", no_progress)
+    gcp.fetch_region("europe-west1", no_progress)
+    assert builtin_table.cache_info().misses == 1

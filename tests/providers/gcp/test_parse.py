@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
+from importlib import resources
 from typing import Any
 
 import pytest
 
+from providers import gpus
 from providers.errors import ShoalError
 from providers.gcp.parse import (
     CALENDAR,
@@ -20,8 +24,19 @@ from providers.gcp.parse import (
     machine_price,
     price_offers,
     unit_price,
+    unshaped_notes,
 )
-from providers.gcp.shapes import Shape, builtin_shapes, machine_types_page, shape_from_api
+from providers.gcp.shapes import (
+    ARM_FAMILIES,
+    GPU_MODELS,
+    TABLE_FILE,
+    Shape,
+    builtin_shapes,
+    builtin_table,
+    machine_types_page,
+    shape_from_api,
+    table_from_json,
+)
 from tests.providers.gcp import payloads as p
 
 
@@ -41,6 +56,24 @@ from tests.providers.gcp import payloads as p
         ("Memory-optimized Instance Ram running in EMEA", "OnDemand", (RAM, "m1", ONDEMAND)),
         ("A3 Instance Core running in Americas", "OnDemand", (CORE, "a3", ONDEMAND)),
         ("C3D Instance Core running in Frankfurt", "OnDemand", (CORE, "c3d", ONDEMAND)),
+        ("C4A Arm Instance Core running in Iowa", "OnDemand", (CORE, "c4a", ONDEMAND)),
+        (
+            "M3 Memory-optimized Instance Core running in Americas",
+            "OnDemand",
+            (CORE, "m3", ONDEMAND),
+        ),
+        (
+            "Spot Preemptible M3 Memory-optimized Instance Ram running in Belgium",
+            "Preemptible",
+            (RAM, "m3", SPOT),
+        ),
+        ("ZZ9 Instance Ram running in Americas", "OnDemand", (RAM, "zz9", ONDEMAND)),
+        ("RTX 6000 96GB running in Oregon", "OnDemand", (GPU, "nvidia-rtx-pro-6000", ONDEMAND)),
+        (
+            "RTX 6000 96GB attached to Spot Preemptible VMs running in Oregon",
+            "Preemptible",
+            (GPU, "nvidia-rtx-pro-6000", SPOT),
+        ),
         ("DWS Defined Duration A2 Core running in Americas", "OnDemand", (CORE, "a2", FLEX)),
         ("DWS Defined Duration A2 Ram running in Americas", "Preemptible", (RAM, "a2", FLEX)),
         ("Nvidia Tesla T4 GPU running in Americas", "OnDemand", (GPU, "nvidia-tesla-t4", ONDEMAND)),
@@ -227,6 +260,25 @@ def test_price_offers_leave_out_families_without_rates() -> None:
     assert belgium["n2-highmem-2"].spot is None
 
 
+def test_price_offers_say_where_the_shapes_came_from() -> None:
+    offers = price_offers("us-central1", builtin_shapes(), _book(), "the built-in table")
+    assert {o.shape_source for o in offers.values()} == {"the built-in table"}
+    assert price_offers("us-central1", builtin_shapes(), _book())["e2-micro"].shape_source == ""
+
+
+def test_g4_is_priced_with_its_rtx_pro_6000_cards() -> None:
+    book = _book()
+    for sku in (
+        p.core("G4 Instance Core running in Americas", 0.03),
+        p.ram("G4 Instance Ram running in Americas", 0.004),
+        p.gpu("RTX 6000 96GB running in Americas", 2.0),
+    ):
+        book.add_sku(sku)
+    g4 = price_offers("us-central1", builtin_shapes(), book)["g4-standard-96"]
+    assert (g4.gpu, g4.gpu_count, g4.gpu_memory_gib) == ("RTX PRO 6000", 2, 96.0)
+    assert g4.on_demand == pytest.approx(96 * 0.03 + 360 * 0.004 + 2 * 2.0)
+
+
 def test_calendar_mode_fills_scheduled_when_there_is_no_flex_start_rate() -> None:
     book = _book()
     for desc, price in (
@@ -239,19 +291,133 @@ def test_calendar_mode_fills_scheduled_when_there_is_no_flex_start_rate() -> Non
     assert offer.scheduled == pytest.approx(4 * 0.02 + 16 * 0.002 + 0.4)
 
 
-def test_builtin_shapes_follow_the_family_rules() -> None:
+def _table_file() -> Any:
+    return json.loads(resources.files("providers.gcp").joinpath(TABLE_FILE).read_text())
+
+
+def test_the_data_file_is_sound() -> None:
+    raw = _table_file()
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["asOf"])
+    rows = raw["machineTypes"]
+    names = [row["name"] for row in rows]
+    assert len(names) == len(set(names)), "no machine type twice"
+    for row in rows:
+        family = row["name"].split("-", 1)[0]
+        assert row["vcpus"] > 0 and row["memoryGib"] > 0, row
+        assert raw["pages"][family].startswith("https://cloud.google.com/compute/docs/"), row
+        assert row["arch"] == ("arm64" if family in ARM_FAMILIES else "x86_64"), row
+        assert (row["accelerator"] == "") == (row["gpuCount"] == 0), row
+        if row["accelerator"]:
+            model, gib = GPU_MODELS[row["accelerator"]]
+            # The names shoal emits are providers.gpus' canonical ones, whichever spelling
+            # (the accelerator type or the model) reaches the canonicaliser.
+            assert gpus.model(model) == model == gpus.model(row["accelerator"]), row
+            assert gib > 0
+    table = builtin_table()
+    assert table.as_of == raw["asOf"] and [s.name for s in table.shapes] == names
+
+
+def test_the_table_covers_every_series_the_sku_parser_prices() -> None:
     shapes = {s.name: s for s in builtin_shapes()}
-    assert len(shapes) == len(builtin_shapes())  # no duplicate names
-    assert (shapes["n2-highcpu-16"].vcpus, shapes["n2-highcpu-16"].memory_gib) == (16, 16)
-    assert shapes["n2-highmem-8"].memory_gib == 64
-    assert shapes["c3-highcpu-4"].memory_gib == 8
-    assert shapes["t2a-standard-4"].arch == "arm64"
-    assert shapes["a2-megagpu-16g"].gpu_count == 16
+    families = {s.family for s in shapes.values()}
+    assert families >= {
+        *("e2", "n1", "n2", "n2d", "n4", "n4a", "n4d", "c2", "c2d", "c3", "c3d", "c4", "c4a"),
+        *("c4d", "c4n", "t2d", "t2a", "m1", "m2", "m3", "m4", "m4n", "z3", "h3", "a2", "a3"),
+        *("a4", "g2", "g4"),
+    }
+    for name in (
+        *(f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)),
+        "a2-megagpu-16g",
+        *(f"a2-ultragpu-{n}g" for n in (1, 2, 4, 8)),
+        *(f"a3-highgpu-{n}g" for n in (1, 2, 4, 8)),
+        *("a3-megagpu-8g", "a3-ultragpu-8g", "a3-edgegpu-8g", "a4-highgpu-8g"),
+        *("e2-micro", "e2-small", "e2-medium", "n1-standard-1", "h3-standard-88"),
+    ):
+        assert name in shapes, name
+    # Figures as Google's pages give them, not a per-vCPU rule: n2-highmem-128 is 864 GiB,
+    # c4-standard-2 7 GiB, c3d-highcpu-30 59 GiB.
+    assert shapes["n2-highmem-128"].memory_gib == 864
+    assert shapes["c4-standard-2"].memory_gib == 7
+    assert shapes["c3d-highcpu-30"].memory_gib == 59
+    assert shapes["n1-highcpu-2"].memory_gib == 1.8
+    assert shapes["m1-megamem-96"].memory_gib == 1433.6
+    a3 = shapes["a3-highgpu-2g"]
+    assert (a3.vcpus, a3.memory_gib, a3.accelerator, a3.gpu_count) == (
+        52,
+        468,
+        "nvidia-h100-80gb",
+        2,
+    )
+    assert shapes["a3-megagpu-8g"].accelerator == "nvidia-h100-mega-80gb"
     assert (shapes["a2-ultragpu-8g"].accelerator, shapes["a2-ultragpu-8g"].memory_gib) == (
         "nvidia-a100-80gb",
         1360,
     )
-    assert shapes["a3-highgpu-8g"].accelerator == "nvidia-h100-80gb"
+    assert (shapes["g2-standard-24"].gpu_count, shapes["g2-standard-32"].gpu_count) == (2, 1)
+    assert shapes["c4a-standard-4"].arch == shapes["n4a-highmem-2"].arch == "arm64"
+    # Billed by SKUs of their own (or a fraction of a GPU): left out, not mispriced.
+    assert not {"m4-ultramem-224", "g4-standard-6", "f1-micro", "c3-standard-4-lssd"} & set(shapes)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ([], "not a JSON object"),
+        ({"machineTypes": [{"name": "x-1"}]}, "no 'asOf'"),
+        ({"asOf": "2026-08-26", "machineTypes": []}, "no 'machineTypes'"),
+        ({"asOf": "2026-08-26", "machineTypes": [{"vcpus": 1}]}, "without a name"),
+        (
+            {"asOf": "d", "machineTypes": [{"name": "x-1", "vcpus": 0, "memoryGib": 1}]},
+            "x-1: vcpus and memoryGib must be positive",
+        ),
+        (
+            {"asOf": "d", "machineTypes": [{"name": "x-1", "vcpus": True, "memoryGib": 1}]},
+            "x-1: vcpus and memoryGib must be positive",
+        ),
+        (
+            {
+                "asOf": "d",
+                "machineTypes": [
+                    {"name": "x-1", "vcpus": 1, "memoryGib": 1, "accelerator": "nvidia-l4"}
+                ],
+            },
+            "x-1: an accelerator needs a GPU count",
+        ),
+        (
+            {"asOf": "d", "machineTypes": [{"name": "x-1", "vcpus": 1, "memoryGib": 1}]},
+            "x-1: arch must be one of",
+        ),
+        (
+            {
+                "asOf": "d",
+                "machineTypes": [
+                    {"name": "x-1", "vcpus": 1, "memoryGib": 1, "arch": "arm64"},
+                    {"name": "x-1", "vcpus": 2, "memoryGib": 2, "arch": "arm64"},
+                ],
+            },
+            "x-1 is listed twice",
+        ),
+    ],
+)
+def test_a_malformed_table_is_a_clear_error(raw: Any, message: str) -> None:
+    with pytest.raises(ShoalError, match=re.escape(message)):
+        table_from_json(raw)
+
+
+def test_unshaped_notes_name_families_and_gpus_per_region() -> None:
+    book = _book()
+    book.add_sku(p.core("ZZ9 Instance Core running in Iowa", 0.05, regions=["us-central1"]))
+    shapes = builtin_shapes()
+    assert unshaped_notes("us-central1", book, shapes) == [
+        "priced families without known shapes (not listed): zz9",
+        "priced GPUs on no known machine type (not listed): nvidia-tesla-t4",
+    ]
+    assert unshaped_notes("europe-west1", book, shapes) == []
+    known = [Shape("n2-standard-4", 4, 16)]
+    assert unshaped_notes("europe-west1", book, known) == []
+    assert unshaped_notes("us-east1", book, known)[0] == (
+        "priced families without known shapes (not listed): a2, a3, e2, g2, n1"
+    )
 
 
 def test_machine_types_pages_are_the_union_over_zones() -> None:

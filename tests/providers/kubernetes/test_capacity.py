@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from providers.errors import ShoalError, UsageError
-from providers.kubernetes.capacity import PoolRules, compute, node_reason, pod_requests, predictions
+from providers.kubernetes.capacity import (
+    Overcommit,
+    PoolRules,
+    compute,
+    node_reason,
+    pod_requests,
+    predictions,
+)
 from providers.wire import to_wire
 from tests.providers.kubernetes.objects import (
     aks_node,
@@ -551,12 +558,33 @@ def test_daemonset_and_static_pods_use_resources_but_not_instances() -> None:
 
 def test_allocatable_never_below_zero() -> None:
     n = node("n", labels={}, cpu="1", memory="1Gi")
-    stat = _by_node(
-        compute([n], [simple_pod("big", "n", cpu="3", memory="2Gi")], region_name="r").resource
-    )["n"][2].on_demand
+    summary = compute([n], [simple_pod("big", "n", cpu="3", memory="2Gi")], region_name="r")
+    stat = _by_node(summary.resource)["n"][2].on_demand
     assert stat.allocated["cpu"] == {"vcpu": "3"}
     assert stat.allocatable["cpu"] == {"vcpu": "0"}
     assert stat.allocatable["memory"] == {"GiB": "0"}
+    gib = 1000 * 2**30
+    assert summary.overcommitted == [
+        Overcommit("n", ((("cpu", "vcpu"), 3000, 1000), (("memory", "GiB"), 2 * gib, gib)))
+    ]
+
+
+def test_an_overcommitted_node_takes_nothing_from_its_groups() -> None:
+    """Groups sum what each node has left: the overcommitted node adds 0, it does not
+    subtract its excess from its neighbours' room."""
+    nodes = [
+        karpenter_node(name, nodepool="general", instance_type="m7i.large", cpu="2", zone="z")
+        for name in ("full", "free")
+    ]
+    pods = [simple_pod("big", "full", cpu="3", memory="1Gi")]
+    summary = compute(nodes, pods, region_name="r")
+    [pool] = summary.resource.overview
+    [zone] = summary.resource.breakdown[ZONE]
+    for group in (pool, zone):
+        assert group.stat.on_demand is not None
+        assert group.stat.on_demand.allocatable["cpu"] == {"vcpu": "2"}
+    assert [o.node for o in summary.overcommitted] == ["full"]
+    assert summary.overcommitted[0].excess == ((("cpu", "vcpu"), 3000, 2000),)
 
 
 # -- malformed quantities ----------------------------------------------------------------------
@@ -615,6 +643,9 @@ def test_malformed_pod_quantity_names_pod_and_field(p: dict[str, Any], field: st
 # -- predictions -------------------------------------------------------------------------------
 
 T0 = datetime(2026, 3, 7, 0, 0, 0, 250000, tzinfo=UTC)
+# The present, an hour before T0: windows at T0 are in the future, so deadlines past by
+# then (but not by now) are simply over.
+NOW = datetime(2026, 3, 6, 23, 0, 0, tzinfo=UTC)
 
 
 def _cpu_allocated(view: Any) -> str:
@@ -639,8 +670,13 @@ def test_predictions_return_resources_at_each_deadline() -> None:
         simple_pod("f", "n", cpu="16", deadline=10**6, phase="Succeeded"),
     ]
     out = predictions(
-        [n], pods, region_name="r", start=T0, end=datetime(2026, 3, 7, 1, 0, 0, tzinfo=UTC)
-    )
+        [n],
+        pods,
+        region_name="r",
+        start=T0,
+        end=datetime(2026, 3, 7, 1, 0, 0, tzinfo=UTC),
+        now=NOW,
+    ).points
     assert list(out) == ["2026-03-07T00:00:00Z", "2026-03-07T00:20:00Z", "2026-03-07T01:00:00Z"]
     assert [_cpu_allocated(v) for v in out.values()] == ["11.5", "9.5", "8.5"]
     last = to_wire(out["2026-03-07T01:00:00Z"])
@@ -656,7 +692,8 @@ def test_predictions_instance_becomes_free_when_its_last_pod_ends() -> None:
         simple_pod("a", "n", deadline=1800, start="2026-03-07T00:00:00Z"),
         daemon_pod("ds", "n"),
     ]
-    out = predictions([n], pods, region_name="r", start=T0, end=datetime(2026, 3, 7, 2, tzinfo=UTC))
+    end = datetime(2026, 3, 7, 2, tzinfo=UTC)
+    out = predictions([n], pods, region_name="r", start=T0, end=end, now=NOW).points
     assert list(out) == ["2026-03-07T00:00:00Z", "2026-03-07T00:30:00Z", "2026-03-07T02:00:00Z"]
     instances = [
         to_wire(v)["overview"][0]["stat"]["onDemand"]["allocatable"]["instance"]
@@ -667,16 +704,34 @@ def test_predictions_instance_becomes_free_when_its_last_pod_ends() -> None:
 
 def test_predictions_window_of_one_instant() -> None:
     n = node("n", labels={})
-    out = predictions([n], [], region_name="r", start=T0, end=T0)
+    out = predictions([n], [], region_name="r", start=T0, end=T0, now=NOW).points
     assert list(out) == ["2026-03-07T00:00:00Z"]
 
 
 def test_predictions_refuse_an_inverted_window() -> None:
     with pytest.raises(UsageError, match="before --start"):
-        predictions([], [], region_name="r", start=T0, end=datetime(2026, 1, 1, tzinfo=UTC))
+        end = datetime(2026, 1, 1, tzinfo=UTC)
+        predictions([], [], region_name="r", start=T0, end=end, now=NOW)
 
 
 def test_predictions_malformed_start_time_names_the_pod() -> None:
     p = simple_pod("a", "n", deadline=60, start="yesterday", namespace="ml")
     with pytest.raises(ShoalError, match=r"^pod ml/a status\.startTime: 'yesterday'"):
-        predictions([node("n", labels={})], [p], region_name="r", start=T0, end=T0)
+        predictions([node("n", labels={})], [p], region_name="r", start=T0, end=T0, now=NOW)
+
+
+def test_a_pod_past_its_deadline_counts_now_and_in_the_window_at_now() -> None:
+    """One rule for both: the overdue pod (ended by its deadline at 20:01, still listed as
+    Running) holds at T0, now or as a window's start, and is gone from the next second."""
+    n = _cpu_node("n", spot=False, zone="z")
+    overdue = simple_pod("c", "n", cpu="4", deadline=60, start="2026-03-06T20:00:00Z")
+    now = compute([n], [overdue], region_name="r", now=T0).resource
+    later = datetime(2026, 3, 7, 1, tzinfo=UTC)
+    window = predictions([n], [overdue], region_name="r", start=T0, end=later, now=T0).points
+    assert to_wire(window["2026-03-07T00:00:00Z"]) == to_wire(now)
+    assert [_cpu_allocated(v) for v in window.values()] == ["4", "0", "0"]
+    assert list(window) == [
+        "2026-03-07T00:00:00Z",
+        "2026-03-07T00:00:01Z",
+        "2026-03-07T01:00:00Z",
+    ]

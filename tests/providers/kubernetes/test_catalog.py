@@ -9,7 +9,7 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from providers.kubernetes.client import KubeClient
 from providers.kubernetes.kubeconfig import Connection
 from providers.models import RegionSpec, ResourceListOptions
 from providers.settings import Paths, Settings
+from providers.timeutil import utcnow
 from providers.wire import to_wire
 from tests.providers.kubernetes import objects as k8s
 from tests.providers.kubernetes.apiserver import ApiServer
@@ -101,7 +102,8 @@ def warns() -> list[str]:
 
 @pytest.fixture
 def make(tmp_path: Path, home: Path, api: ApiServer, warns: list[str]) -> Make:
-    """A catalog over a kubeconfig naming `api` (or `kubeconfig=`), warnings into `warns`."""
+    """A catalog over a kubeconfig naming `api` (or `kubeconfig=`), warnings into `warns`,
+    its clock at `now=` (else the real one)."""
 
     def build(
         *,
@@ -109,6 +111,7 @@ def make(tmp_path: Path, home: Path, api: ApiServer, warns: list[str]) -> Make:
         kubeconfig: Path | None = None,
         client_for: Callable[[Connection], KubeClient] | None = None,
         rules: PoolRules | None = None,
+        now: datetime | None = None,
     ) -> KubernetesCatalog:
         if kubeconfig is None:
             kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.base)
@@ -117,7 +120,10 @@ def make(tmp_path: Path, home: Path, api: ApiServer, warns: list[str]) -> Make:
             env={"KUBECONFIG": str(kubeconfig)},
             warn=warns.append,
         )
-        return KubernetesCatalog(settings, context, rules or PoolRules(), client_for=client_for)
+        clock = utcnow if now is None else (lambda: now)
+        return KubernetesCatalog(
+            settings, context, rules or PoolRules(), client_for=client_for, clock=clock
+        )
 
     return build
 
@@ -333,7 +339,9 @@ def test_types_one_per_instance_type_with_arch_and_gpus(make: Make, api: ApiServ
         ],
     )
     types = make().list_instance_types(None)
-    assert to_wire(types) == [
+    sources = [t.pop("source") for t in to_wire(types)]
+    assert sources[0] == "the shape most of its 2 node(s) report in status.capacity (context prod)"
+    assert [{k: v for k, v in t.items() if k != "source"} for t in to_wire(types)] == [
         {
             "name": "m5.xlarge",
             "vcpus": 3.92,
@@ -355,7 +363,7 @@ def test_types_one_per_instance_type_with_arch_and_gpus(make: Make, api: ApiServ
             "vcpus": 7.91,
             "memory_gib": 29.0,
             "arch": "x86_64",
-            "gpu": "nvidia-tesla-t4",
+            "gpu": "T4",  # one name per model across providers (providers/gpus.py)
             "gpu_count": 2,
             "region": "prod",
         },
@@ -364,8 +372,9 @@ def test_types_one_per_instance_type_with_arch_and_gpus(make: Make, api: ApiServ
             "vcpus": 95.69,
             "memory_gib": 1120.0,
             "arch": "x86_64",
-            "gpu": "NVIDIA-A100-SXM4-40GB",
+            "gpu": "A100",
             "gpu_count": 8,
+            "gpu_memory_gib": 40.0,  # from the product label's name
             "region": "prod",
         },
     ]
@@ -375,6 +384,49 @@ def test_types_of_another_context_name_that_context(make: Make, mixed: ApiServer
     types = make().list_instance_types(RegionSpec(name="staging"))
     assert {t.region for t in types} == {"staging"}
     assert [t.name for t in types] == ["e2-standard-4", "g5.2xlarge", "m5.xlarge"]
+
+
+def gpu_node(
+    name: str, itype: str, *, capacity: int | None, allocatable: int | None, cpu: str = "8"
+) -> dict[str, Any]:
+    """A node of `itype` whose capacity and allocatable list `nvidia.com/gpu` as given
+    (None: not listed at all, as before the device plugin registers)."""
+    node = k8s.eks_node(name, nodegroup="gpu", instance_type=itype, gpus=1, product="NVIDIA-T4")
+    status = node["status"]
+    status["capacity"]["cpu"] = cpu
+    for side, count in (("capacity", capacity), ("allocatable", allocatable)):
+        status[side].pop("nvidia.com/gpu")
+        if count is not None:
+            status[side]["nvidia.com/gpu"] = str(count)
+    return node
+
+
+def test_types_take_the_shape_most_nodes_report(make: Make, api: ApiServer) -> None:
+    api.add_many(
+        "nodes",
+        [
+            # the first in name order has no GPU listed yet; the other two have 8
+            gpu_node("a-1", "p4d.24xlarge", capacity=None, allocatable=None, cpu="96"),
+            gpu_node("a-2", "p4d.24xlarge", capacity=8, allocatable=8, cpu="96"),
+            gpu_node("a-3", "p4d.24xlarge", capacity=8, allocatable=7, cpu="96"),
+            # one node each: the tie goes to the larger value, whatever the name order
+            gpu_node("b-1", "g5.12xlarge", capacity=2, allocatable=2, cpu="47"),
+            gpu_node("b-2", "g5.12xlarge", capacity=4, allocatable=4, cpu="48"),
+            # capacity does not list the GPU: allocatable stands in
+            gpu_node("c-1", "g4dn.xlarge", capacity=None, allocatable=1, cpu="4"),
+            # a majority, not the largest: two of three report 4
+            gpu_node("d-1", "g6.12xlarge", capacity=8, allocatable=8, cpu="48"),
+            gpu_node("d-2", "g6.12xlarge", capacity=4, allocatable=4, cpu="48"),
+            gpu_node("d-3", "g6.12xlarge", capacity=4, allocatable=4, cpu="48"),
+        ],
+    )
+    shapes = {t.name: (t.gpu_count, t.vcpus, t.gpu) for t in make().list_instance_types(None)}
+    assert shapes == {
+        "g4dn.xlarge": (1, 4.0, "T4"),
+        "g5.12xlarge": (4, 48.0, "T4"),
+        "g6.12xlarge": (4, 48.0, "T4"),
+        "p4d.24xlarge": (8, 96.0, "T4"),
+    }
 
 
 # -- resources -------------------------------------------------------------------------------
@@ -500,7 +552,8 @@ def test_predictions_return_resources_at_active_deadlines(make: Make, api: ApiSe
     )
     start = datetime(2026, 3, 1, 8, 30, tzinfo=UTC)
     end = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
-    found = make().list_resource_predictions(opts(start_time=start, end_time=end))
+    now = datetime(2026, 3, 1, 8, 20, tzinfo=UTC)  # job-old is overdue: gone by 08:30
+    found = make(now=now).list_resource_predictions(opts(start_time=start, end_time=end))
 
     def cpu(at: str) -> tuple[str, str]:
         stat = found[at].overview[0].stat.on_demand
@@ -520,6 +573,79 @@ def test_predictions_return_resources_at_active_deadlines(make: Make, api: ApiSe
     assert all(r.region == RegionSpec(name="prod") for r in found.values())
     [pods] = [api.requests("GET", PODS)]
     assert pods[0].query["fieldSelector"] == [HOLDING_PODS["fieldSelector"]]
+
+
+def test_overcommitted_nodes_are_named_with_each_excess_now_and_in_windows(
+    make: Make, api: ApiServer, warns: list[str]
+) -> None:
+    """Pods on twelve nodes hold more than the nodes offer: one warning names the first
+    ten, with what each holds beyond its offer, and counts the rest."""
+    names = [f"n{i:02d}" for i in range(12)]
+    api.add_many(
+        "nodes",
+        (
+            k8s.eks_node(n, nodegroup="ng", instance_type="m5.large", cpu="2", memory="8Gi")
+            for n in names
+        ),
+    )
+    api.add_many("pods", (k8s.simple_pod(f"w-{n}", n, cpu="3") for n in names))
+    api.add("pods", k8s.simple_pod("big", "n00", cpu="10m", memory="9Gi"))
+    catalog = make()
+    [found] = catalog.list_resources(opts())
+    listed = ", ".join(f"{n} cpu/vcpu 3>2" for n in names[1:10])
+    expected = (
+        "kubernetes: 12 node(s) overcommitted (pods hold more than the node offers; "
+        f"allocatable shown as 0): n00 cpu/vcpu 3.01>2 memory/GiB 10>8, {listed} and 2 more"
+    )
+    assert warns == [expected]
+    stat = found.overview[0].stat.on_demand
+    assert stat is not None and stat.allocatable["cpu"] == {"vcpu": "0"}
+    start = datetime(2026, 3, 1, 8, 30, tzinfo=UTC)
+    catalog.list_resource_predictions(opts(start_time=start))
+    assert warns == [expected, expected]
+
+
+OVERDUE_NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def test_a_pod_past_its_deadline_holds_until_now_and_is_gone_after(
+    make: Make, api: ApiServer
+) -> None:
+    """`overdue` (08:00 + 1 h) is still Running at 12:00: it holds now and in any window
+    up to now, and counts as gone from the next second on."""
+    api.add("nodes", k8s.eks_node("n1", nodegroup="ng", instance_type="m5.xlarge", cpu="8"))
+    api.add_many(
+        "pods",
+        [
+            k8s.simple_pod("web", "n1", cpu="1"),
+            k8s.simple_pod("overdue", "n1", cpu="2", deadline=3600),
+        ],
+    )
+    catalog = make(now=OVERDUE_NOW)
+
+    def cpu(view: Any) -> str:
+        stat = view.overview[0].stat.on_demand
+        assert stat is not None
+        return str(stat.allocated["cpu"]["vcpu"])
+
+    def window(start: datetime, end: datetime) -> dict[str, str]:
+        found = catalog.list_resource_predictions(opts(start_time=start, end_time=end))
+        return {at: cpu(view) for at, view in found.items()}
+
+    [present] = catalog.list_resources(opts())
+    assert cpu(present) == "3"
+    hour = timedelta(hours=1)
+    assert window(OVERDUE_NOW, OVERDUE_NOW + hour) == {
+        "2026-03-01T12:00:00Z": "3",
+        "2026-03-01T12:00:01Z": "1",
+        "2026-03-01T13:00:00Z": "1",
+    }
+    # past the deadline, before now: it was running then, as it still is
+    assert window(OVERDUE_NOW - 2 * hour, OVERDUE_NOW - hour) == {
+        "2026-03-01T10:00:00Z": "3",
+        "2026-03-01T11:00:00Z": "3",
+    }
+    assert window(OVERDUE_NOW + hour, OVERDUE_NOW + hour) == {"2026-03-01T13:00:00Z": "1"}
 
 
 def test_predictions_need_a_start(make: Make, mixed: ApiServer) -> None:
@@ -608,16 +734,17 @@ def test_pricing_of_pools_from_the_cached_cloud_catalog(make: Make, priced: ApiS
     def cost(key: tuple[str, str]) -> dict[str, Any]:
         p = dict(pools[key])
         for money in ("hourly", "usedHourly", "idleHourly"):
-            p[money] = round(p[money], 6)
+            p[money] = None if p[money] is None else round(p[money], 6)
         del p["key"], p["value"]
         return p
 
+    # no node of the pool is priced: its cost is unknown (null), not 0
     assert cost(("karpenter.sh/nodepool", "")) == {
         "nodes": 1,
         "spotNodes": 0,
-        "hourly": 0.0,
-        "usedHourly": 0.0,
-        "idleHourly": 0.0,
+        "hourly": None,
+        "usedHourly": None,
+        "idleHourly": None,
         "unpricedNodes": 1,
     }
     # the spot GPU node has no cached spot price: on-demand used (and said in a note)
@@ -646,15 +773,15 @@ def test_pricing_of_pools_from_the_cached_cloud_catalog(make: Make, priced: ApiS
     assert cost(("cloud.google.com/gke-nodepool", "spot-pool")) == {
         "nodes": 1,
         "spotNodes": 1,
-        "hourly": 0.0,
-        "usedHourly": 0.0,
-        "idleHourly": 0.0,
+        "hourly": None,
+        "usedHourly": None,
+        "idleHourly": None,
         "unpricedNodes": 1,
     }
     assert data["notes"] == [
         "no spot price cached for g5.2xlarge in aws us-east-1: on-demand used",
-        "some gcp us-central1 instance types have no cached price: run "
-        "`shoal pricing -p gcp -r us-central1` to fill the catalog",
+        "2 of 6 nodes have no cached cloud price "
+        "(run `shoal pricing -p gcp --region us-central1` to fetch)",
         "nodes without a cloud providerID or a topology.kubernetes.io/region label are "
         "left unpriced",
     ]
@@ -662,14 +789,48 @@ def test_pricing_of_pools_from_the_cached_cloud_catalog(make: Make, priced: ApiS
 
 
 def test_pricing_with_an_empty_cache_leaves_every_node_unpriced(make: Make, api: ApiServer) -> None:
+    """With no cached price a pool's cost is unknown: null in the JSON (the key present),
+    never 0, and the note says no node is priced and what to fetch."""
     api.add_many("nodes", [n for n in priced_nodes() if n["metadata"]["name"] == "eks-od-1"])
     [found] = make().list_pricing(opts())
-    [pool] = found.pools
-    assert (pool.nodes, pool.unpriced_nodes, pool.hourly) == (1, 1, 0.0)
-    assert found.items == {}
+    data = to_wire(found)
+    [pool] = data["pools"]
+    assert pool == {
+        "key": "eks.amazonaws.com/nodegroup",
+        "value": "ng-general",
+        "nodes": 1,
+        "spotNodes": 0,
+        "hourly": None,
+        "usedHourly": None,
+        "idleHourly": None,
+        "unpricedNodes": 1,
+    }
+    assert data["items"] == {}
+    assert data["notes"] == [
+        "no node has a cached cloud price (run `shoal pricing -p aws --region us-east-1` to fetch)"
+    ]
+
+
+def test_pricing_of_a_partly_priced_pool_sums_the_priced_nodes(
+    make: Make, api: ApiServer, home: Path
+) -> None:
+    """A pool with one node priced and one not: the sums cover the priced node,
+    `unpricedNodes` counts the other, and the note counts the unpriced nodes of all."""
+    fill_cache(home)
+    uncached = k8s.eks_node(
+        "eks-od-2", nodegroup="ng-general", instance_type="m5.24xlarge", zone="us-east-1a"
+    )
+    nodes = [n for n in priced_nodes() if n["metadata"]["name"] == "eks-od-1"]
+    for obj in (*nodes, uncached):
+        obj["spec"]["providerID"] = f"aws:///us-east-1a/i-{obj['metadata']['name']}"
+    api.add_many("nodes", [*nodes, uncached])
+    [found] = make().list_pricing(opts())
+    [pool] = to_wire(found)["pools"]
+    assert (pool["nodes"], pool["unpricedNodes"]) == (2, 1)
+    assert (pool["hourly"], pool["usedHourly"], pool["idleHourly"]) == (0.192, 0.0, 0.192)
     assert found.notes == [
-        "some aws us-east-1 instance types have no cached price: run "
-        "`shoal pricing -p aws -r us-east-1` to fill the catalog"
+        "1 of 2 nodes has no cached cloud price "
+        "(run `shoal pricing -p aws --region us-east-1` to fetch)"
     ]
 
 
@@ -767,7 +928,7 @@ def test_malformed_node_quantity_names_node_and_field(make: Make, api: ApiServer
     catalog = make()
     with pytest.raises(ShoalError, match=r"node bad-node status\.allocatable\.cpu: 'four'"):
         catalog.list_resources(opts())
-    with pytest.raises(ShoalError, match=r"node bad-node .*allocatable\.cpu: 'four'"):
+    with pytest.raises(ShoalError, match=r"node bad-node status\.capacity\.cpu: 'four'"):
         catalog.list_instance_types(None)
 
 
