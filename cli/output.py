@@ -17,11 +17,19 @@ from typing import Any
 def emit_json(data: Any) -> None:
     """Indented for a person at a terminal; compact for a program (json's C encoder only
     runs without indentation: a 5,000-node cluster view takes 0.06 s instead of 0.4 s)."""
-    if sys.stdout.isatty():
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False))
-    else:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-    sys.stdout.write("\n")
+    try:
+        # allow_nan=False: NaN and Infinity are not JSON; no parser downstream reads them.
+        if sys.stdout.isatty():
+            text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+        else:
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        from providers.errors import ShoalError
+
+        raise ShoalError(
+            f"the result holds a number JSON cannot carry ({exc}); nothing printed"
+        ) from None
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

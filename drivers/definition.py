@@ -8,6 +8,7 @@ from typing import Any
 
 from drivers.types import LabelDefinition
 from providers.errors import UsageError
+from providers.numbers import non_finite, reject_constant
 from providers.timeutil import parse_duration, utcnow
 from providers.wire import WireError, from_wire
 
@@ -19,15 +20,23 @@ def parse_document(text: str, source: str) -> Any:
         raise UsageError(f"{source}: the definition is empty; give a JSON or YAML object")
     if stripped[0] in "{[" or source.endswith(".json"):
         try:
-            return json.loads(text)
+            return json.loads(text, parse_constant=reject_constant)
         except json.JSONDecodeError as exc:
             raise UsageError(
                 f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"
             ) from None
+        except ValueError as exc:  # NaN or Infinity
+            raise UsageError(f"{source}: invalid JSON: {exc}") from None
+        except RecursionError:
+            raise UsageError(f"{source}: invalid JSON: nested too deeply") from None
     import yaml
 
+    from providers import yamlsafe
+
     try:
-        return yaml.safe_load(text)
+        return yamlsafe.load(text)
+    except yamlsafe.YamlRefused as exc:
+        raise UsageError(f"{source}: {exc}; write the values out") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
@@ -40,6 +49,8 @@ def build(data: Any, source: str) -> LabelDefinition:
     """Validate a decoded document into a LabelDefinition; errors name the field."""
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a definition is an object with driver, resources, options")
+    for path in non_finite(data):  # YAML's .nan and .inf
+        raise UsageError(f"{source}: {path}: must be a finite number")
     try:
         definition = from_wire(LabelDefinition, data)
     except WireError as exc:

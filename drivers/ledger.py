@@ -40,6 +40,8 @@ BUSY_TIMEOUT_SECONDS = 30.0
 # long per try, and shoal retries from Python until BUSY_TIMEOUT_SECONDS, so it stays
 # interruptible while another shoal holds the ledger.
 LOCK_STEP_SECONDS = 0.1
+# A remote capacity check runs outside the lock this many times before it is run inside.
+OPTIMISTIC_TRIES = 3
 
 T = TypeVar("T")
 
@@ -476,47 +478,95 @@ class Ledger:
         """Check capacity against node usage and insert an ALLOCATING row, atomically.
 
         `fits(node_usage)` returns how many such definitions fit; below 1 nothing is written.
+        A local driver's check is arithmetic and runs inside the write lock. A remote
+        driver's asks an API, which may take seconds: it runs outside the lock, and the row is
+        written only if the driver's holdings are still the ones the check saw (else the
+        check runs again), so racing shoals still never oversubscribe, and a slow cloud never
+        holds up a local `alloc`.
         """
+        scope = driver if is_remote else None
+        if is_remote:
+            for _ in range(OPTIMISTIC_TRIES):
+                seen = self._holdings(scope)
+                count = fits(self.node_usage(scope))  # no lock held during the remote call
+                with self.transaction() as conn:
+                    self._sweep(conn, stamp(datetime.now(UTC)))
+                    if self._holdings(scope, conn) == seen:
+                        return self._insert_checked(
+                            conn, count, driver, definition, resources, metadata, is_remote,
+                            expires,
+                        )  # fmt: skip
+        # Local, or a remote driver whose holdings kept changing: check under the lock.
+        with self.transaction() as conn:
+            self._sweep(conn, stamp(datetime.now(UTC)))
+            count = fits(self._usage(conn, scope))
+            return self._insert_checked(
+                conn, count, driver, definition, resources, metadata, is_remote, expires
+            )
+
+    def _holdings(self, remote_driver: str | None, conn: sqlite3.Connection | None = None) -> str:
+        """Which rows hold capacity of this scope, and in what state: equal strings mean the
+        usage a capacity check saw has not changed since."""
+        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
+        sql = (
+            "SELECT COALESCE(group_concat(id || ':' || status, ','), '') FROM (SELECT id, "
+            f"status FROM allocations WHERE status IN {_HOLDING_SQL} AND {scope} ORDER BY id)"
+        )
+        args = () if remote_driver is None else (remote_driver,)
+        if conn is not None:
+            return str(conn.execute(sql, args).fetchone()[0])
+        rows = self._query(sql, args)
+        return str(rows[0][0]) if rows else ""
+
+    def _insert_checked(
+        self,
+        conn: sqlite3.Connection,
+        count: int,
+        driver: str,
+        definition: dict[str, Any],
+        resources: Resources,
+        metadata: dict[str, Any],
+        is_remote: bool,
+        expires: datetime | None,
+    ) -> str:
         import secrets
 
+        if count < 1:
+            from providers.errors import NoCapacityError
+
+            raise NoCapacityError(
+                f"no capacity for {driver}: cpu={resources.cpu} ram={resources.ram}GiB "
+                f"does not fit now; free something or retry later"
+            )
         pid, started = procinfo.self_identity()
         now = stamp(datetime.now(UTC))
-        with self.transaction() as conn:
-            self._sweep(conn, now)
-            if fits(self._usage(conn, driver if is_remote else None)) < 1:
-                from providers.errors import NoCapacityError
-
-                raise NoCapacityError(
-                    f"no capacity for {driver}: cpu={resources.cpu} ram={resources.ram}GiB "
-                    f"does not fit now; free something or retry later"
-                )
-            prefix = driver.split("/", 1)[0]
-            for _ in range(8):
-                alloc_id = f"{prefix}-{secrets.token_hex(4)}"
-                if not conn.execute("SELECT 1 FROM allocations WHERE id=?", (alloc_id,)).fetchone():
-                    break
-            conn.execute(
-                f"INSERT INTO allocations ({_COLUMNS}) VALUES "
-                "(?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
-                (
-                    alloc_id,
-                    driver,
-                    ALLOCATING,
-                    json.dumps(definition),
-                    json.dumps(metadata),
-                    now,
-                    now,
-                    stamp(expires) if expires else None,
-                    resources.cpu,
-                    resources.ram,
-                    int(resources.multitenancy),
-                    int(resources.cpu_overbook),
-                    int(resources.ram_overbook),
-                    int(is_remote),
-                    pid,
-                    started,
-                ),
-            )
+        prefix = driver.split("/", 1)[0]
+        for _ in range(8):
+            alloc_id = f"{prefix}-{secrets.token_hex(4)}"
+            if not conn.execute("SELECT 1 FROM allocations WHERE id=?", (alloc_id,)).fetchone():
+                break
+        conn.execute(
+            f"INSERT INTO allocations ({_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            (
+                alloc_id,
+                driver,
+                ALLOCATING,
+                json.dumps(definition),
+                json.dumps(metadata),
+                now,
+                now,
+                stamp(expires) if expires else None,
+                resources.cpu,
+                resources.ram,
+                int(resources.multitenancy),
+                int(resources.cpu_overbook),
+                int(resources.ram_overbook),
+                int(is_remote),
+                pid,
+                started,
+            ),
+        )
         return alloc_id
 
     def readmit(self, alloc_id: str, fits: Callable[[Resources], int]) -> bool:

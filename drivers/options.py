@@ -8,9 +8,13 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from providers.errors import ShoalError
+from providers.errors import ShoalError, shown
+from providers.numbers import is_number, reject_constant
+
+if TYPE_CHECKING:
+    from providers.settings import Paths
 
 
 @dataclass(frozen=True)
@@ -40,16 +44,20 @@ def parse_opts(
             value = float(value)
         wrong_bool = isinstance(value, bool) and opt.kind not in (bool, object)
         if value is not None and (wrong_bool or not isinstance(value, opt.kind)):
-            raise error(f"{where}.{name}: expected {opt.kind.__name__}, got {value!r} ({opt.doc})")
+            raise error(
+                f"{where}.{name}: expected {opt.kind.__name__}, got {shown(value)} ({opt.doc})"
+            )
         number = (
             float(typing.cast(float, value))
             if opt.kind in (int, float) and value is not None
             else None
         )
+        if number is not None and not is_number(value):
+            raise error(f"{where}.{name}: must be a finite number, got {shown(value)} ({opt.doc})")
         if number is not None and opt.minimum is not None and number < opt.minimum:
-            raise error(f"{where}.{name}: must be >= {opt.minimum:g}, got {value!r}")
+            raise error(f"{where}.{name}: must be >= {opt.minimum:g}, got {shown(value)}")
         if number is not None and opt.maximum is not None and number > opt.maximum:
-            raise error(f"{where}.{name}: must be <= {opt.maximum:g}, got {value!r}")
+            raise error(f"{where}.{name}: must be <= {opt.maximum:g}, got {shown(value)}")
         out[name] = value
     return out
 
@@ -61,7 +69,7 @@ def load_config(spec: Mapping[str, Opt], config: bytes, driver_name: str) -> dic
     from providers.errors import ConfigError
 
     try:
-        raw = json.loads(config or b"{}")
+        raw = json.loads(config or b"{}", parse_constant=reject_constant)
     except ValueError as exc:
         raise ConfigError(f"driver {driver_name}: config is not JSON: {exc}") from None
     if not isinstance(raw, dict):
@@ -77,6 +85,14 @@ def workspace_root(configured: str, default_root: Path, driver_name: str) -> Pat
     return default_root / kind / instance
 
 
+def ensure_workspace(paths: Paths, configured: str, driver_name: str) -> Path:
+    """The driver's workspace root, created; an unwritable one blames what chose it (the
+    instance's `workspace` setting, or SHOAL_HOME)."""
+    root = workspace_root(configured, paths.workspaces_dir, driver_name)
+    setting = f'config [drivers."{driver_name}"] workspace' if configured else None
+    return paths.ensure_dir(root, setting)
+
+
 def roll(chance: int) -> bool:
     """True when an injected failure with this 0..255 probability fires."""
     if chance <= 0:
@@ -87,6 +103,10 @@ def roll(chance: int) -> bool:
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+_PATH_MAX = 4096
+_ARG_MAX = 128 * 1024
 
 
 def entry_argv(entry: Any, *, required: bool) -> list[str]:
@@ -104,10 +124,10 @@ def entry_argv(entry: Any, *, required: bool) -> list[str]:
     elif isinstance(entry, list) and all(isinstance(a, str) for a in entry):
         argv = list(entry)
     elif entry is not None:
-        shown = json.dumps(entry)
+        text = json.dumps(entry)[:60]
         raise UsageError(
-            f"options.entry must be a command string or a list of strings, got {shown} "
-            f"(-o values are JSON when they parse: write -o 'entry=\"{shown}\"' for a "
+            f"options.entry must be a command string or a list of strings, got {text} "
+            f"(-o values are JSON when they parse: write -o 'entry=\"{text}\"' for a "
             "command of that name)"
         )
     else:
@@ -116,6 +136,14 @@ def entry_argv(entry: Any, *, required: bool) -> list[str]:
         raise UsageError(
             "options.entry: required, the command to run; e.g. --option entry='sleep 600'"
         )
+    if any("\0" in arg for arg in argv):
+        raise UsageError("options.entry: holds a NUL byte, which no command line can carry")
+    # Past these the kernel refuses the exec (ENAMETOOLONG, E2BIG): say so before anything
+    # is reserved.
+    if argv and len(argv[0].encode()) >= _PATH_MAX:
+        raise UsageError(f"options.entry: the command name {shown(argv[0])} is too long")
+    if any(len(arg.encode()) >= _ARG_MAX for arg in argv):
+        raise UsageError("options.entry: an argument is longer than the kernel accepts (128 KiB)")
     return argv
 
 
@@ -126,12 +154,16 @@ def check_env(env: Mapping[str, Any]) -> None:
     for key, value in env.items():
         if not _ENV_NAME.match(str(key)) or not isinstance(value, str):
             raise UsageError(f"options.env.{key}: names must be shell identifiers, values strings")
+        if "\0" in value:
+            raise UsageError(f"options.env.{key}: holds a NUL byte, which no environment can carry")
 
 
 def check_meta_names(metadata: Mapping[str, Any]) -> None:
     """Metadata becomes environment variables: names must be shell identifiers."""
     from providers.errors import UsageError
 
-    for key in metadata:
+    for key, value in metadata.items():
         if not _ENV_NAME.match(key):
             raise UsageError(f"--meta {key!r}: names must be shell identifiers to become env vars")
+        if isinstance(value, str) and "\0" in value:
+            raise UsageError(f"--meta {key}: holds a NUL byte, which no environment can carry")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from datetime import date, datetime, time
 from typing import TYPE_CHECKING, Any
 
 from providers.errors import ConfigError, UnknownNameError, UsageError
@@ -64,10 +65,23 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
                     f'under an instance: [drivers."{key}/{DEFAULT_INSTANCE}"]'
                 )
             out[f"{key}/{instance}"] = config
-    for full in out:
+    builtins = set(_REGISTRY.builtin_names())
+    for full, config in out.items():
         kind, _, instance = full.partition("/")
         if not kind or not _INSTANCE.match(instance):
             raise ConfigError(f"config [drivers.{full!r}]: name must be DRIVER/INSTANCE")
+        # Entry points are read only when the config names a kind shoal does not build in.
+        if kind not in builtins and kind not in _REGISTRY.names():
+            raise ConfigError(
+                f'config [drivers."{full}"]: unknown driver {kind!r}; known: '
+                f"{', '.join(_REGISTRY.names())}"
+            )
+        for key, value in config.items():
+            if isinstance(value, (datetime, date, time)):
+                raise ConfigError(
+                    f'config [drivers."{full}"] {key}: a TOML date or time is not a value '
+                    "this setting takes; see `shoal drivers` for its type"
+                )
     return out
 
 

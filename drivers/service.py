@@ -349,6 +349,9 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
             "changed": False,
             "message": f"{row.id}: {already} ({row.updated})",
         }
+    if row.status == L.FREEING and row.owner_alive():
+        # Another shoal is freeing it: that is what we were asked for. Wait for its outcome.
+        return _await_other_free(ctx, row, note)
     if row.status in L.IN_FLIGHT:
         raise RetryableError(
             f"{row.id} is {row.status.lower()} by shoal process {row.owner_pid}; try again shortly"
@@ -372,6 +375,31 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
     with _no_interrupts():
         ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,))
     return {"id": row.id, "status": L.FREED, "changed": True, "message": f"{row.id}: {note}"}
+
+
+OTHER_FREE_WAIT_SECONDS = 120.0
+
+
+def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> dict[str, Any]:
+    import time
+
+    deadline = time.monotonic() + OTHER_FREE_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = ctx.ledger.get(row.id)
+        if now.status == L.FREED:
+            return {
+                "id": row.id,
+                "status": L.FREED,
+                "changed": False,  # not by this command, but freed as asked
+                "message": f"{row.id}: freed (by shoal process {row.owner_pid})",
+            }
+        if now.status != L.FREEING or not now.owner_alive():
+            return free(ctx, row.id, note=note)  # it failed or died: decide again
+    raise RetryableError(
+        f"{row.id} is still being freed by shoal process {row.owner_pid} after "
+        f"{OTHER_FREE_WAIT_SECONDS:.0f}s; try again"
+    )
 
 
 def _free_unrecorded(
@@ -409,10 +437,14 @@ def run_task(ctx: Drivers, alloc_id: str, name: str, options: str) -> Any:
     if row.status != L.ALLOCATED:
         raise UsageError(f"{row.id} is {row.status}; tasks run only on ALLOCATED resources")
     if options:
+        from providers.numbers import reject_constant
+
         try:
-            json.loads(options)
+            json.loads(options, parse_constant=reject_constant)
         except ValueError as exc:
             raise UsageError(f"--options: invalid JSON: {exc}") from None
+        except RecursionError:
+            raise UsageError("--options: invalid JSON: nested too deeply") from None
     task = ctx.driver(row.driver).get_task(name, options)
     if task is None:
         raise UsageError(f"driver {row.driver} has no task {name!r}")

@@ -62,6 +62,13 @@ class LedgerCorruptError(ShoalError):
     """The ledger file is not a readable SQLite database; it is reported, never overwritten."""
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """A value for an error message: its repr, cut at `limit` characters, so a huge or
+    hostile value never floods a terminal or a CI log."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """`text` with every secret in it replaced by ***, before it reaches a message."""
     for secret in secrets:

@@ -88,14 +88,20 @@ class Paths:
             )
         return paths
 
-    def ensure_dir(self, path: Path) -> Path:
-        """Create `path` (under the state/cache/data roots) or fail with a config error."""
+    def ensure_dir(self, path: Path, setting: str | None = None) -> Path:
+        """Create `path` (under the state/cache/data roots, or where `setting` of the config
+        file points) or fail with a config error that blames what chose the path."""
         try:
             path.mkdir(parents=True, exist_ok=True)
             probe = path / f".shoal-write-probe-{os.getpid()}"
             probe.touch()
             probe.unlink()
         except OSError as exc:
+            if setting is not None:
+                raise ConfigError(
+                    f"{setting} = {str(path)!r} is not writable: {exc.strerror or exc}; fix its "
+                    "permissions or point the setting at a writable directory"
+                ) from None
             where = f"{ENV_HOME} ({path})" if self.home_from_env else str(path)
             raise ConfigError(
                 f"{where} is not writable: {exc.strerror or exc}; fix its permissions "
@@ -120,13 +126,18 @@ def load_config(path: Path) -> dict[str, Any]:
     import tomllib  # only when there is a config to parse: cold start
 
     try:
-        return tomllib.loads(text.decode())
+        config = tomllib.loads(text.decode())
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"config file {path}: not UTF-8 ({exc.reason}); save it as UTF-8"
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
+    from providers.numbers import non_finite
+
+    for key in non_finite(config):  # TOML has inf and nan; no setting means either
+        raise ConfigError(f"config file {path}: {key} must be a finite number")
+    return config
 
 
 def config_section(config: Mapping[str, Any], *keys: str) -> dict[str, Any]:

@@ -13,6 +13,9 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
+MIN_YEAR, MAX_YEAR = 1970, 9000
+
+
 def parse_time(text: str, field: str) -> datetime:
     """Parse an RFC 3339 timestamp (an offset or `Z` is required) into an aware UTC datetime."""
     raw = text.strip()
@@ -21,12 +24,15 @@ def parse_time(text: str, field: str) -> datetime:
     ):
         raise UsageError(f"{field}: {text!r} is not an RFC 3339 time; use for example {_EXAMPLE}")
     try:
-        value = datetime.fromisoformat(raw.replace("z", "Z"))
-    except ValueError:
+        value = datetime.fromisoformat(raw.replace("z", "Z")).astimezone(UTC)
+    except (ValueError, OverflowError):
         raise UsageError(
             f"{field}: {text!r} is not a valid date or time; use for example {_EXAMPLE}"
         ) from None
-    return value.astimezone(UTC)
+    # Windows add lifetimes and steps to these: near year 1 or 9999 that overflows.
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        raise UsageError(f"{field}: {text!r} is outside the years {MIN_YEAR}-{MAX_YEAR}")
+    return value
 
 
 def parse_duration(text: str, field: str) -> timedelta:

@@ -35,9 +35,12 @@ def _pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, A
         if not sep or not key:
             raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
         if parse_json:
+            from providers.numbers import reject_constant
+
             try:
-                out[key] = json.loads(value)
-            except ValueError:
+                # NaN/Infinity stay strings, which the option's type check then refuses.
+                out[key] = json.loads(value, parse_constant=reject_constant)
+            except (ValueError, RecursionError):
                 out[key] = value
         else:
             out[key] = value

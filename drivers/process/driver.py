@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +33,13 @@ from drivers.options import (
     Opt,
     check_env,
     check_meta_names,
+    ensure_workspace,
     entry_argv,
     load_config,
     parse_opts,
-    workspace_root,
 )
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
-from providers.errors import ShoalError, UsageError
+from providers.errors import ConfigError, ShoalError, UsageError, shown
 from providers.local.catalog import LocalCatalog
 from providers.settings import Settings
 
@@ -47,6 +49,7 @@ CPUS_FILE = ".shoal-cpus"
 LOG_FILE = "output.log"
 _POLL_SECONDS = 0.02
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 CONFIG: dict[str, Opt] = {
     "cpu_limit": Opt(int, 0, "vCPUs to hand out, 0 = the local supply (host minus reserve)", 0),
@@ -55,12 +58,35 @@ CONFIG: dict[str, Opt] = {
     "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
     "grace_seconds": Opt(float, 10.0, "SIGTERM -> SIGKILL grace period on free", 0),
     "workspace": Opt(str, "", "root of the per-allocation workspaces (default: state dir)"),
+    "env_passthrough": Opt(list, [], "more of shoal's environment variables workloads inherit"),
 }
+# What a workload inherits of shoal's environment: what programs need to run (search path,
+# home, user, locale, time zone, temp dir, terminal). Nothing else, so shoal's settings and
+# whatever credentials its caller holds (SHOAL_IMAGE_PASSWORD, cloud keys, tokens) stay out
+# unless the user passes them (-o env, --meta) or names them in `env_passthrough`.
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+)
+INHERITED_PREFIXES = ("LC_",)
 OPTIONS: dict[str, Opt] = {
     "entry": Opt(object, None, "command to run: a string (shell words) or a list"),
     "env": Opt(dict, {}, "extra environment variables"),
     "grace_seconds": Opt(float, None, "override the instance's grace period", 0),
 }
+
+
+def inherited_env(environ: Mapping[str, str], passthrough: list[str]) -> dict[str, str]:
+    wanted = set(INHERITED_ENV) | set(passthrough)
+    return {k: v for k, v in environ.items() if k in wanted or k.startswith(INHERITED_PREFIXES)}
 
 
 class ProcessDriver:
@@ -78,9 +104,13 @@ class ProcessDriver:
 
     def prepare(self, config: bytes) -> None:
         self.cfg = load_config(CONFIG, config, self._name)
-        paths = self._settings.paths
-        self.root = workspace_root(self.cfg["workspace"], paths.workspaces_dir, self._name)
-        paths.ensure_dir(self.root)
+        for name in self.cfg["env_passthrough"]:
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ConfigError(
+                    f'config [drivers."{self._name}"] env_passthrough: {shown(name)} is not '
+                    "an environment variable name"
+                )
+        self.root = ensure_workspace(self._settings.paths, self.cfg["workspace"], self._name)
 
     # -- definitions and capacity ----------------------------------------------------------
 
@@ -147,7 +177,7 @@ class ProcessDriver:
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
         opts = self._options(definition)
         self.validate_metadata(metadata)
-        env = dict(os.environ)
+        env = inherited_env(os.environ, self.cfg["env_passthrough"])
         for key, value in metadata.items():
             env[key] = value if isinstance(value, str) else json.dumps(value)
         env.update(opts["env"])
@@ -195,7 +225,7 @@ class ProcessDriver:
         except OSError as exc:  # not found, not executable, exec format: nothing started
             shutil.rmtree(workspace, ignore_errors=True)
             raise UsageError(
-                f"options.entry: cannot run {opts['argv'][0]!r}: {exc.strerror or exc}"
+                f"options.entry: cannot run {shown(opts['argv'][0])}: {exc.strerror or exc}"
             ) from None
         except subprocess.SubprocessError as exc:  # the limits could not be applied
             shutil.rmtree(workspace, ignore_errors=True)

@@ -17,7 +17,14 @@ from typing import Any
 
 from drivers.base import CAPACITY_ERROR, ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import Opt, load_config, parse_opts, probability, roll, workspace_root
+from drivers.options import (
+    Opt,
+    ensure_workspace,
+    load_config,
+    parse_opts,
+    probability,
+    roll,
+)
 from drivers.types import (
     STATUS_ALLOCATED,
     STATUS_NONE,
@@ -78,10 +85,7 @@ class TestDriver:
 
     def prepare(self, config: bytes) -> None:
         self.cfg = load_config(CONFIG, config, self._name)
-        self.workspace = workspace_root(
-            self.cfg["workspace"], self._paths.workspaces_dir, self._name
-        )
-        self._paths.ensure_dir(self.workspace)
+        self.workspace = ensure_workspace(self._paths, self.cfg["workspace"], self._name)
 
     def _options(self, definition: LabelDefinition) -> dict[str, Any]:
         return parse_opts(OPTIONS, definition.options, "options", UsageError)

@@ -10,6 +10,7 @@ parsing a file, and history queries are range scans.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -156,6 +157,12 @@ class CatalogCache:
     def save(self, snapshot: Snapshot) -> None:
         """Replace the region's data with the snapshot and append it to the history."""
         at = _ts(snapshot.fetched_at)
+        for o in snapshot.offers.values():
+            # A price list that says NaN or Infinity states no price: not known.
+            o.on_demand, o.spot, o.scheduled = (
+                p if p is None or math.isfinite(p) else None
+                for p in (o.on_demand, o.spot, o.scheduled)
+            )
         rows = [
             (
                 snapshot.provider,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from providers.errors import ConfigError
+from providers.numbers import is_number
 from providers.settings import Settings, config_section
 
 DEFAULT_TTL_HOURS = 24.0
@@ -35,6 +36,9 @@ def base_url(settings: Settings, provider: str, key: str, env_var: str, default:
 def ttl(settings: Settings, provider: str) -> timedelta:
     """How long a refresh stays fresh: `[provider] ttl_hours` (default 24)."""
     value = config_section(settings.config, provider).get("ttl_hours", DEFAULT_TTL_HOURS)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"config [{provider}] ttl_hours must be a number > 0, got {value!r}")
+    if not is_number(value) or value <= 0 or value > 24 * 365 * 100:
+        raise ConfigError(
+            f"config [{provider}] ttl_hours must be a number of hours > 0 (at most a "
+            f"century), got {value!r}"
+        )
     return timedelta(hours=float(value))

@@ -185,6 +185,9 @@ class _File:
     current_context: str = ""
 
 
+KUBECONFIG_ALIASES = 64
+
+
 def _load_file(path: Path) -> _File:
     import yaml
 
@@ -193,8 +196,13 @@ def _load_file(path: Path) -> _File:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"{path}: cannot read the kubeconfig ({reason})") from None
+    from providers import yamlsafe
+
     try:
-        data = yaml.safe_load(text)
+        # A kubeconfig may use a few anchors; a bomb of them is refused before it expands.
+        data = yamlsafe.load(text, aliases=KUBECONFIG_ALIASES)
+    except yamlsafe.YamlRefused as exc:
+        raise ConfigError(f"{path}: kubeconfig refused: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

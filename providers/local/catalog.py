@@ -27,6 +27,7 @@ from providers.models import (
     ResourceStatItem,
     selector_record,
 )
+from providers.numbers import is_number
 from providers.regions import check_region
 from providers.settings import Settings, config_section
 from providers.timeutil import utcnow
@@ -40,7 +41,7 @@ REGION = "local"
 INSTANCE_TYPE = "host"
 # Read from this machine at every call: CPU affinity and cgroup quota, /proc/meminfo and
 # the cgroup memory limit, nvidia-smi.
-SHAPE_SOURCE = "this host (CPU affinity and cgroup limits, /proc/meminfo, nvidia-smi)"
+SHAPE_SOURCE = "this host (/proc, cgroups, nvidia-smi)"
 PRICE_KEYS = {"on_demand": "on_demand_price", "spot": "spot_price", "scheduled": "scheduled_price"}
 
 
@@ -62,7 +63,7 @@ def _ceil_second(at: datetime) -> datetime:
 
 def _number(section: dict[str, Any], key: str, where: str) -> float:
     value = section.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if not is_number(value) or value < 0:
         raise ConfigError(f"config {where}.{key} must be a number >= 0, got {value!r}")
     return float(value)
 
