@@ -1,6 +1,8 @@
 """The Typer application: global options, subcommands, and error -> exit code mapping."""
 
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +33,50 @@ EPILOG = (
 class ShoalGroup(TyperGroup):
     """Maps shoal's typed errors to exit codes and one-line messages, for every command."""
 
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """The framework's own errors (unknown command or option, a bad integer, a missing
+        value) in shoal's style: `shoal: error: ...` and one hint line, exit 2, on a terminal
+        or piped alike; never the framework's box."""
+        import click
+
+        undecodable = _first_undecodable(sys.argv[1:] if args is None else list(args))
+        if undecodable is not None:
+            output.error(
+                f"argument {undecodable!a} is not UTF-8 text; pass names and paths as UTF-8"
+            )
+            if standalone_mode:
+                sys.exit(ExitCode.USAGE)
+            return ExitCode.USAGE
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = result if isinstance(result, int) else 0
+        except click.exceptions.NoArgsIsHelpError as exc:
+            sys.stderr.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
+            code = ExitCode.USAGE
+        except click.exceptions.UsageError as exc:
+            from cli.usage import hint, one_line
+
+            output.error(one_line(exc))
+            sys.stderr.write(f"shoal: hint: {hint(exc)}\n")
+            code = ExitCode.USAGE
+        except click.exceptions.Abort:
+            output.error("interrupted")
+            code = ExitCode.INTERRUPTED
+        except click.ClickException as exc:
+            output.error(exc.format_message())
+            code = exc.exit_code
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
             return super().invoke(ctx)
@@ -58,6 +104,15 @@ class ShoalGroup(TyperGroup):
             ctx.exit(ExitCode.ERROR)
 
 
+def _first_undecodable(args: Sequence[str]) -> str | None:
+    """An argument with bytes that are not UTF-8 (Python keeps them as lone surrogates,
+    which no output stream can print): named once here rather than failing later."""
+    for arg in args:
+        if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            return arg
+    return None
+
+
 # Each subcommand, declared once: name -> "module:function". Only the invoked one is
 # imported and converted by Typer, which keeps cold start flat as commands grow.
 COMMANDS: dict[str, str] = {
@@ -72,8 +127,21 @@ COMMANDS: dict[str, str] = {
     "drivers": "cli.commands.alloc:drivers",
     "image": "cli.commands.image:app",
     "catalog": "cli.commands.catalog_admin:app",
+    "config": "cli.commands.info:config",
 }
 _GLOBAL_VALUED = ("--home", "--config")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("shoal")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            shown = "unknown (not installed)"
+        sys.stdout.write(f"shoal {shown}\n")
+        raise typer.Exit()
 
 
 def main_options(
@@ -85,6 +153,12 @@ def main_options(
     config: Annotated[
         Path | None, typer.Option("--config", envvar=ENV_CONFIG, help="Config file (TOML).")
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", is_eager=True, callback=_print_version, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     overrides = state(ctx).env_overrides
     if home is not None:

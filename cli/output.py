@@ -8,15 +8,39 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+FORMATS = ("table", "wide", "json", "yaml")
+_chosen = {"format": "table"}
+
+
+def select(as_json: bool, output_format: str | None) -> bool:
+    """Record the output format a command was asked for (`--json`, `--output FORMAT`);
+    True when it is structured (json or yaml), which `emit_json` then writes."""
+    from providers.errors import UsageError
+
+    chosen = (output_format or ("json" if as_json else "table")).lower()
+    if chosen not in FORMATS:
+        raise UsageError(f"--output {output_format!r}: use one of {', '.join(FORMATS)}")
+    if as_json and chosen != "json":
+        raise UsageError(f"--json and --output {chosen} disagree; give one of them")
+    _chosen["format"] = chosen
+    return chosen in ("json", "yaml")
+
+
+def wide() -> bool:
+    """`--output wide`: tables add the columns a narrow terminal leaves out."""
+    return _chosen["format"] == "wide"
 
 
 def emit_json(data: Any) -> None:
     """Indented for a person at a terminal; compact for a program (json's C encoder only
     runs without indentation: a 5,000-node cluster view takes 0.06 s instead of 0.4 s)."""
+    if _chosen["format"] == "yaml":
+        _emit_yaml(data)
+        return
     try:
         # allow_nan=False: NaN and Infinity are not JSON; no parser downstream reads them.
         if sys.stdout.isatty():
@@ -33,8 +57,26 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def _emit_yaml(data: Any) -> None:
+    import yaml
+
+    try:
+        # JSON-ready data (the same the JSON carries), so YAML and JSON agree field by field.
+        json.dumps(data, allow_nan=False)
+    except ValueError as exc:
+        from providers.errors import ShoalError
+
+        raise ShoalError(f"the result holds a number YAML output cannot carry ({exc})") from None
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def emit_json_rows(rows: list[str]) -> None:
     """A JSON array of pre-encoded objects, one per line (long lists stay fast and greppable)."""
+    if _chosen["format"] == "yaml":
+        _emit_yaml([json.loads(row) for row in rows])
+        return
     sys.stdout.write("[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n")
     sys.stdout.flush()
 
@@ -129,21 +171,43 @@ def error(text: str) -> None:
     sys.stderr.write(f"shoal: error: {text}\n")
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    keep: Sequence[int] = (0,),
+    wrap: int | None = None,
+) -> None:
+    """A table on stdout. On a terminal it fits the width: the `keep` columns (IDs,
+    statuses) are never cut, the `wrap` column (notes) gives way first and wraps, the rest
+    shrink as Rich decides. Piped, every row stays on one line (grep, awk, cut)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    # Piped tables are read by grep and less, not a narrow terminal: do not truncate them.
-    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 250
-    console = Console(highlight=False, soft_wrap=False, width=wide)
+    piped = not sys.stdout.isatty()
+    cells = [["—" if v is None else _cell(v) for v in row] for row in rows]
+    # Piped output has no width to fit: wide enough that nothing wraps.
+    needed = sum(max([len(c), *(len(r[i]) for r in cells)]) + 3 for i, c in enumerate(columns))
+    width = max(needed, len(title or "")) + 4 if piped else None
+    console = Console(highlight=False, soft_wrap=False, width=width)
     out = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
     for i, name in enumerate(columns):
-        cells = [r[i] for r in rows if r[i] is not None]
-        numeric = bool(cells) and all(isinstance(c, (int, float)) for c in cells)
-        out.add_column(name, justify="right" if numeric else "left", no_wrap=i == 0)
-    for row in rows:
-        out.add_row(*("—" if v is None else _cell(v) for v in row))
+        values = [r[i] for r in rows if r[i] is not None]
+        numeric = bool(values) and all(isinstance(c, (int, float)) for c in values)
+        longest = max([len(name), *(len(r[i]) for r in cells)])
+        out.add_column(
+            name,
+            justify="right" if numeric else "left",
+            no_wrap=piped or i != wrap,
+            # With a column to wrap, every other one keeps its width: the wrap gives way.
+            min_width=longest if i in keep or (wrap is not None and i != wrap) else None,
+            overflow="fold" if i == wrap else "ellipsis",
+            ratio=1 if i == wrap else None,
+        )
+    for row in cells:
+        out.add_row(*row)
     console.print(out, markup=False)
 
 

@@ -7,6 +7,9 @@ from typing import Any
 
 from providers.models import RegionResourceItem, Resource, ResourceStatItem
 
+ALLOCATION_COLUMNS = ["ID", "Driver", "Status", "CPU", "GiB", "Age", "Expires", "Note"]
+WIDE_COLUMNS = ["Created (UTC)", "Expires (UTC)"]
+
 
 def _number(text: str | None) -> Any:
     if text is None:
@@ -51,3 +54,63 @@ def resource_rows(res: Resource) -> Iterator[list[Any]]:
     for _, items in sorted(res.breakdown.items()):
         for item in items:
             yield from _item_rows(item, 1)
+
+
+def _parse(stamp: Any) -> Any:
+    from datetime import UTC, datetime
+
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def compact(seconds: float) -> str:
+    """`42s`, `5m`, `2h`, `3d` (as kubectl's AGE): what a narrow table has room for."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "m" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def age(stamp: Any, now: Any) -> str | None:
+    at = _parse(stamp)
+    return compact((now - at).total_seconds()) if at is not None else None
+
+
+def expires_in(stamp: Any, now: Any) -> str | None:
+    at = _parse(stamp)
+    if at is None:
+        return None
+    left = (at - now).total_seconds()
+    return compact(left) if left > 0 else "expired"
+
+
+def allocation_rows(rows: list[dict[str, Any]], wide: bool) -> list[list[Any]]:
+    """`status` rows: relative times in the table (absolute ones in JSON and `-o wide`)."""
+    from providers.timeutil import utcnow
+
+    now = utcnow()
+    return [
+        [
+            r.get("id"),
+            r.get("driver"),
+            r.get("status"),
+            r.get("cpu"),
+            r.get("ram"),
+            age(r.get("created"), now),
+            expires_in(r.get("expires"), now),
+            r.get("note") or None,
+            *([_rfc3339(r.get("created")), _rfc3339(r.get("expires"))] if wide else []),
+        ]
+        for r in rows
+    ]
+
+
+def _rfc3339(stamp: Any) -> str | None:
+    at = _parse(stamp)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ") if at is not None else None

@@ -17,28 +17,29 @@ _shoal() {
     esac
     local words
     case "$cmd" in
-        alloc) words='--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --json --help -h' ;;
+        alloc) words='--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --json --output --help -h' ;;
         catalog) case "$sub" in
             export) words='--provider -p --output -o --help -h' ;;
-            import) words='--json --help -h' ;;
-            status) words='--json --help -h' ;;
+            import) words='--json --output --help -h' ;;
+            status) words='--json --output --help -h' ;;
             *) words='export import status --help -h' ;;
         esac ;;
-        drivers) words='--json --help -h' ;;
-        free) words='--expired --remote --json --help -h' ;;
+        config) words='--json --output --help -h' ;;
+        drivers) words='--json --output --help -h' ;;
+        free) words='--expired --remote --json --output --help -h' ;;
         image) case "$sub" in
-            list) words='--out --json --help -h' ;;
-            pull) words='--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --help -h' ;;
-            rm) words='--out --json --help -h' ;;
+            list) words='--out --json --output --help -h' ;;
+            pull) words='--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output --help -h' ;;
+            rm) words='--out --json --output --help -h' ;;
             *) words='list pull rm --help -h' ;;
         esac ;;
-        pricing) words='--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --help -h' ;;
-        regions) words='--provider -p --refresh --offline --context --json --help -h' ;;
-        resources) words='--provider -p --region -r --select -s --start --end --context --json --help -h' ;;
-        status) words='--all --remote --json --help -h' ;;
-        task) words='--options --json --help -h' ;;
-        types) words='--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --help -h' ;;
-        *) words='alloc catalog drivers free image pricing regions resources status task types --home --config --help -h' ;;
+        pricing) words='--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
+        regions) words='--provider -p --refresh --offline --context --json --output --help -h' ;;
+        resources) words='--provider -p --region -r --select -s --start --end --context --json --output --help -h' ;;
+        status) words='--all --remote --driver -d --status --sort --json --output --help -h' ;;
+        task) words='--options --json --output --help -h' ;;
+        types) words='--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --output --help -h' ;;
+        *) words='alloc catalog config drivers free image pricing regions resources status task types --home --config --version -V --help -h' ;;
     esac
     COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }

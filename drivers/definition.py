@@ -42,7 +42,7 @@ def parse_document(text: str, source: str) -> Any:
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         raise UsageError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"{source}: invalid YAML: {exc}") from None
+        raise UsageError(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
 
 
 def build(data: Any, source: str) -> LabelDefinition:

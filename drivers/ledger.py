@@ -58,6 +58,7 @@ HOLDING = (ALLOCATING, ALLOCATED, FREEING, ORPHANED)
 FREEING_FROM = "freeing from "  # the note of a FREEING row: the status to restore
 IN_FLIGHT = (ALLOCATING, FREEING)
 NOT_ENDED = (*HOLDING, GONE)  # what `status` lists without --all
+ALL_STATUSES = (ALLOCATING, ALLOCATED, FREEING, FREED, FAILED, ORPHANED, GONE)
 
 
 def _sql_in(statuses: tuple[str, ...]) -> str:

@@ -325,9 +325,65 @@ def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> dict[str, Any]
     }
 
 
-def list_allocations(ctx: Drivers, *, include_ended: bool) -> list[dict[str, Any]]:
+SORT_KEYS = ("id", "driver", "status", "cpu", "ram", "created", "expires", "updated")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Which allocations `status` lists, and in what order."""
+
+    driver: str | None = None  # a driver (`test`) or an instance (`test/dev`)
+    statuses: tuple[str, ...] = ()  # upper case; any status when empty
+    sort: str | None = None  # a SORT_KEYS key, '-' first for descending
+
+    @classmethod
+    def parse(cls, driver: str | None, statuses: list[str] | None, sort: str | None) -> Listing:
+        wanted = tuple(
+            dict.fromkeys(s.strip().upper() for v in statuses or [] for s in v.split(",") if s)
+        )
+        unknown = [s for s in wanted if s not in L.ALL_STATUSES]
+        if unknown:
+            raise UsageError(
+                f"--status {unknown[0]}: not a status; use {', '.join(L.ALL_STATUSES)}"
+            )
+        if sort is not None and sort.lstrip("-") not in SORT_KEYS:
+            raise UsageError(f"--sort {sort!r}: use one of {', '.join(SORT_KEYS)}")
+        return cls(driver or None, wanted, sort)
+
+    def is_plain(self) -> bool:
+        return self.driver is None and not self.statuses and self.sort is None
+
+    def apply(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.driver:
+            exact = "/" in self.driver
+            rows = [
+                r
+                for r in rows
+                if (
+                    r["driver"] == self.driver
+                    if exact
+                    else r["driver"].split("/")[0] == self.driver
+                )
+            ]
+        if self.statuses:
+            rows = [r for r in rows if r["status"] in self.statuses]
+        if self.sort:
+            key = self.sort.lstrip("-")
+            present = [r for r in rows if r.get(key) is not None]
+            absent = [r for r in rows if r.get(key) is None]
+            present.sort(key=lambda r: r[key], reverse=self.sort.startswith("-"))
+            rows = present + absent  # unknowns last either way
+        return rows
+
+
+def list_allocations(
+    ctx: Drivers, *, include_ended: bool, listing: Listing | None = None
+) -> list[dict[str, Any]]:
     recover(ctx)
-    return ctx.ledger.summaries(include_ended=include_ended)
+    listing = listing or Listing()
+    # Naming a status asks for it whether or not it has ended.
+    rows = ctx.ledger.summaries(include_ended=include_ended or bool(listing.statuses))
+    return listing.apply(rows)
 
 
 def list_allocations_json(ctx: Drivers, *, include_ended: bool) -> list[str]:

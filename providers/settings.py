@@ -40,6 +40,7 @@ class Paths:
     cache_dir: Path
     data_dir: Path
     home_from_env: bool = False
+    config_named: bool = False  # by --config / SHOAL_CONFIG: then it must exist
 
     @property
     def ledger_file(self) -> Path:
@@ -85,6 +86,7 @@ class Paths:
                 paths.cache_dir,
                 paths.data_dir,
                 paths.home_from_env,
+                config_named=True,
             )
         return paths
 
@@ -110,12 +112,18 @@ class Paths:
         return path
 
 
-def load_config(path: Path) -> dict[str, Any]:
-    """Read the TOML config; a missing file is an empty config, a broken one a ConfigError."""
+def load_config(path: Path, named: bool = False) -> dict[str, Any]:
+    """Read the TOML config; a missing file is an empty config (unless the user named it:
+    then a typo would silently drop every setting), a broken one a ConfigError."""
     try:
         with path.open("rb") as fh:
             text = fh.read()
     except FileNotFoundError:
+        if named:
+            raise ConfigError(
+                f"config file {path} (from --config / {ENV_CONFIG}) does not exist; "
+                "fix the path or drop the option"
+            ) from None
         return {}
     except IsADirectoryError:
         raise ConfigError(
@@ -189,4 +197,6 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = dict(os.environ) if env is None else dict(env)
         paths = Paths.from_env(env)
-        return cls(paths=paths, config=load_config(paths.config_file), env=env)
+        return cls(
+            paths=paths, config=load_config(paths.config_file, paths.config_named), env=env
+        )

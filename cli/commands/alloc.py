@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt
+from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.state import state
 from providers.env import ENV_DRIVER
 from providers.errors import UsageError
@@ -47,12 +47,22 @@ def _pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, A
     return out
 
 
+def _utf8(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{source}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+            "save the definition as UTF-8"
+        ) from None
+
+
 def _read_definition(path: str) -> tuple[str, str]:
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        return _utf8(sys.stdin.buffer.read(), "<stdin>"), "<stdin>"
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read(), path
+        with open(path, "rb") as fh:
+            return _utf8(fh.read(), path), path
     except FileNotFoundError:
         raise UsageError(
             f"DEFINITION {path!r}: no such file; give a JSON/YAML file or - for stdin"
@@ -152,8 +162,10 @@ def alloc(
         typer.Option("--dry-run", help="Print how many such definitions fit; allocate nothing."),
     ] = False,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Allocate a resource from a definition; exits 75 when there is no capacity."""
+    as_json = output.select(as_json, output_format)
     from drivers import service
 
     parsed = _definition(
@@ -211,28 +223,48 @@ def status(
             "(kubernetes: pods and jobs; container: the engine's containers).",
         ),
     ] = None,
+    driver: Annotated[
+        str | None,
+        typer.Option("--driver", "-d", help="Only this driver (test) or instance (test/dev)."),
+    ] = None,
+    statuses: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status", help="Only these statuses (repeat or comma-separate; implies --all)."
+        ),
+    ] = None,
+    sort: Annotated[
+        str | None,
+        typer.Option(
+            "--sort",
+            help="Sort by id, driver, status, cpu, ram, created, expires or updated; "
+            "prefix '-' for descending.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Show one allocation, reconciled with its driver, or list allocations."""
+    as_json = output.select(as_json, output_format)
     from drivers import service
 
+    listing = service.Listing.parse(driver, statuses, sort)
+    if alloc_id is not None and not listing.is_plain():
+        raise UsageError("--driver, --status and --sort filter a list; give no ID with them")
     svc = _drivers(ctx)
     if remote is not None:
         found = service.remote_allocations(svc, remote)
         if as_json:
             output.emit_json(found)
         else:
-            columns = list(found[0]) if found else ["id"]
-            output.table(
-                f"{remote}: shoal's allocations", columns, [list(r.values()) for r in found]
-            )
+            _allocation_table(f"{remote}: shoal's allocations (any machine)", found)
         return
     try:
-        if alloc_id is None and as_json:
+        if alloc_id is None and as_json and listing.is_plain():
             output.emit_json_rows(service.list_allocations_json(svc, include_ended=include_ended))
             return
         if alloc_id is None:
-            rows = service.list_allocations(svc, include_ended=include_ended)
+            rows = service.list_allocations(svc, include_ended=include_ended, listing=listing)
         else:
             one = service.status(svc, alloc_id)
     finally:
@@ -241,23 +273,7 @@ def status(
         if as_json:
             output.emit_json(rows)
         else:
-            output.table(
-                "allocations",
-                ["ID", "Driver", "Status", "CPU", "RAM GiB", "Created UTC", "Expires UTC", "Note"],
-                [
-                    [
-                        r["id"],
-                        r["driver"],
-                        r["status"],
-                        r["cpu"],
-                        r["ram"],
-                        output.short_time(r["created"]),
-                        output.short_time(r["expires"]),
-                        r["note"],
-                    ]
-                    for r in rows
-                ],
-            )
+            _allocation_table("allocations", rows)
         return
     if as_json:
         output.emit_json(one)
@@ -272,10 +288,27 @@ def status(
         output.warn(f"drift: {one['drift']}")
 
 
+def _allocation_table(title: str, rows: list[dict[str, Any]]) -> None:
+    from cli.render import ALLOCATION_COLUMNS, WIDE_COLUMNS, allocation_rows
+
+    if not rows:
+        output.message("no allocations")
+        return
+    wide = output.wide()
+    output.table(
+        title,
+        ALLOCATION_COLUMNS + (WIDE_COLUMNS if wide else []),
+        allocation_rows(rows, wide),
+        keep=(0, 1, 2),
+        wrap=7,
+    )
+
+
 def free(
     ctx: typer.Context,
-    alloc_id: Annotated[
-        str | None, typer.Argument(metavar="[ID]", help="Allocation id to free.")
+    alloc_ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[ID]...", help="Allocation id(s) to free.", show_default=False),
     ] = None,
     expired: Annotated[
         bool, typer.Option("--expired", help="Free every allocation past its lifetime.")
@@ -290,31 +323,57 @@ def free(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Deallocate a resource and record it; freeing twice is harmless."""
+    as_json = output.select(as_json, output_format)
     from drivers import service
 
-    if (alloc_id is None) == (not expired):
-        raise UsageError("give an allocation ID or --expired (not both)")
-    if remote is not None and alloc_id is None:
-        raise UsageError("--remote frees one allocation: give its ID")
+    ids = list(dict.fromkeys(alloc_ids or []))
+    if bool(ids) == expired:
+        raise UsageError("give allocation IDs or --expired (not both)")
+    if remote is not None and not ids:
+        raise UsageError("--remote frees the allocations you name: give their IDs")
     svc = _drivers(ctx)
+    code = 0
     try:
         if expired:
             results = service.free_expired(svc)
-        elif remote is not None:
-            results = [service.free_remote(svc, remote, str(alloc_id))]
+        elif len(ids) == 1:  # one: its error is the command's, as it always was
+            one = ids[0]
+            freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
+            results = [freed]
         else:
-            results = [service.free(svc, str(alloc_id))]
+            results, code = _free_each(svc, ids, remote)
     finally:
         _flush_warnings(svc)
     if as_json:
-        output.emit_json(results if expired else results[0])
+        output.emit_json(results if expired or len(ids) > 1 else results[0])
     else:
         for r in results:
-            output.message(r["message"])
-    if any(r["status"] == "ERROR" for r in results):
-        raise typer.Exit(1)
+            (output.error if r["status"] == "ERROR" else output.message)(r["message"])
+    if code or any(r["status"] == "ERROR" for r in results):
+        raise typer.Exit(code or 1)
+
+
+def _free_each(
+    svc: "Drivers", ids: list[str], remote: str | None
+) -> tuple[list[dict[str, Any]], int]:
+    """Free every id, going on past failures; the first failure's exit code."""
+    from cli.exit_codes import exit_code_for
+    from drivers import service
+    from providers.errors import ShoalError
+
+    results: list[dict[str, Any]] = []
+    code = 0
+    for one in ids:
+        try:
+            freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
+        except ShoalError as exc:
+            code = code or int(exit_code_for(exc))
+            freed = {"id": one, "status": "ERROR", "changed": False, "message": str(exc)}
+        results.append(freed)
+    return results, code
 
 
 def task(
@@ -325,8 +384,12 @@ def task(
     as_json: Annotated[
         bool, typer.Option("--json", help="Accepted for symmetry: a task's result is always JSON.")
     ] = False,
+    output_format: Annotated[
+        str | None, typer.Option("--output", metavar="FORMAT", help="json (default) or yaml.")
+    ] = None,
 ) -> None:
     """Run a driver task on an allocation and print its JSON result."""
+    output.select(output_format is None, output_format)
     from drivers import service
 
     svc = _drivers(ctx)
@@ -337,8 +400,9 @@ def task(
     output.emit_json(result)
 
 
-def drivers(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
     """List the driver instances (name/instance) from the config and built-ins."""
+    as_json = output.select(as_json, output_format)
     from drivers.registry import driver_list
 
     listed = driver_list(state(ctx).settings())

@@ -58,6 +58,14 @@ SelectOpt = Annotated[list[str] | None, typer.Option("--select", "-s", help=SELE
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print JSON (the spec's shapes) instead of a table.")
 ]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        metavar="FORMAT",
+        help="table, wide (more columns), json (as --json) or yaml.",
+    ),
+]
 StartOpt = Annotated[
     str | None,
     typer.Option(
@@ -139,8 +147,10 @@ def regions(
     offline: OfflineOpt = False,
     context: ContextOpt = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """List the provider's regions (kubernetes: the kubeconfig's contexts)."""
+    as_json = output.select(as_json, output_format)
     from providers.wire import to_wire
 
     found = _catalog(ctx, provider, refresh, offline, context=context).list_regions()
@@ -166,8 +176,10 @@ def types(
     max_age: MaxAgeOpt = None,
     context: ContextOpt = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """List instance types (vCPUs, memory, GPUs) of the provider."""
+    as_json = output.select(as_json, output_format)
     from providers import selectors
     from providers.models import selector_record
     from providers.wire import to_wire
@@ -288,8 +300,10 @@ def resources(
     end: EndOpt = None,
     context: ContextOpt = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Show supply, allocated and allocatable resources; with --start/--end, over a window."""
+    as_json = output.select(as_json, output_format)
     from providers.wire import to_wire
 
     windowed, results = _gather(
@@ -340,10 +354,12 @@ def pricing(
     max_age: MaxAgeOpt = None,
     context: ContextOpt = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Show hourly prices per instance type: on-demand, spot and scheduled, with the currency
     and the time the data was fetched. Several providers (aws,azure,gcp) share one table; one
     that fails is reported on stderr and as an `error` entry in the JSON."""
+    as_json = output.select(as_json, output_format)
     from cli.pricing_view import gather_pricing, render_pricing
 
     names = _provider_names(provider)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt
+from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.state import state
 
 if TYPE_CHECKING:
@@ -27,8 +27,9 @@ def _cache(ctx: typer.Context) -> "CatalogCache":
 
 
 @app.command()
-def status(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
     """What is cached: provider, region, fetch time, age, instance types, staleness."""
+    as_json = output.select(as_json, output_format)
     from providers.cloud import config
     from providers.cloud.catalog import human_age
     from providers.timeutil import utcnow
@@ -103,8 +104,10 @@ def import_(
     ctx: typer.Context,
     files: Annotated[list[Path], typer.Argument(help="Files written by `catalog export`.")],
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Load exported catalogs; local data newer than the file's is kept."""
+    as_json = output.select(as_json, output_format)
     from providers.cloud import share
 
     cache = _cache(ctx)

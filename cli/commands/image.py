@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt
+from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.state import state
 from providers.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 
@@ -78,8 +78,10 @@ def pull(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Stream-download, verify and unpack an image into OUT/NAME-VERSION/."""
+    as_json = output.select(as_json, output_format)
     import os
 
     from drivers.image import credentials
@@ -113,8 +115,14 @@ def pull(
 
 
 @app.command("list")
-def list_(ctx: typer.Context, out: OutOpt = None, as_json: JsonOpt = False) -> None:
+def list_(
+    ctx: typer.Context,
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
+) -> None:
     """List the images in the images dir."""
+    as_json = output.select(as_json, output_format)
     from drivers.image.store import list_images
 
     out_dir, _ = _images_dir(ctx, out)
@@ -145,8 +153,10 @@ def rm(
     image: Annotated[str, typer.Argument(metavar="NAME-VERSION", help="The image to remove.")],
     out: OutOpt = None,
     as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
 ) -> None:
     """Remove an image (waits for a pull of it in progress)."""
+    as_json = output.select(as_json, output_format)
     from drivers.image.pull import PullOptions
     from drivers.image.store import remove_image
 

@@ -377,14 +377,19 @@ class ContainerDriver:
         for found in self.engine().containers({MANAGED_BY: "shoal"}):
             labels = found.get("Labels") or {}
             names = found.get("Names") or [""]
+            name, image = str(names[0]).lstrip("/"), found.get("Image", "")
             rows.append(
                 {
+                    # The fields every driver's listing shares, then this driver's own.
                     "id": labels.get(ALLOCATION_LABEL, ""),
-                    "name": str(names[0]).lstrip("/"),
+                    "driver": self.name(),
+                    "status": found.get("State", ""),
+                    "created": _rfc3339(found.get("Created")),
+                    "note": f"container {name} ({image}): {found.get('Status', '')}",
+                    "name": name,
                     "state": found.get("State", ""),
-                    "status": found.get("Status", ""),
-                    "image": found.get("Image", ""),
-                    "created": found.get("Created", ""),
+                    "engine_status": found.get("Status", ""),
+                    "image": image,
                 }
             )
         return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))
@@ -452,3 +457,17 @@ class ContainerTask:
             raise UsageError(f"export: {target.parent} is not a directory; give a path in one")
         size = engine.export(cid, target)
         return json.dumps({"path": str(target), "bytes": size}).encode()
+
+
+def _rfc3339(created: Any) -> str:
+    """The engine's `Created` (Unix seconds in a listing) as RFC 3339, like every listing."""
+    from datetime import UTC, datetime
+
+    from providers.wire import format_time
+
+    if isinstance(created, (int, float)) and not isinstance(created, bool):
+        try:
+            return format_time(datetime.fromtimestamp(created, UTC))
+        except (OverflowError, OSError, ValueError):
+            return ""
+    return str(created or "")

@@ -274,18 +274,33 @@ class KubernetesDriver:
                 if kind == "pod" and "job-name" in (meta.get("labels") or {}):
                     continue  # a Job's pod: the Job is the allocation
                 detail = describe_pod(obj) if kind == "pod" else {}
+                held = holds(kind, obj)
+                name, node = meta.get("name", ""), detail.get("node", "")
                 rows.append(
                     {
+                        # The fields every driver's listing shares (`status` renders them
+                        # alike), then this driver's own.
                         "id": (meta.get("labels") or {}).get(M.ALLOCATION_LABEL, ""),
+                        "driver": self.name(),
+                        "status": detail.get("phase") or ("Active" if held else "Finished"),
+                        "created": meta.get("creationTimestamp", ""),
+                        "note": " ".join(
+                            part
+                            for part in (
+                                f"{kind} {namespace}/{name}",
+                                f"on {node}" if node else "",
+                                f"({detail['reason']})" if detail.get("reason") else "",
+                            )
+                            if part
+                        ),
                         "kind": kind,
                         "namespace": namespace,
                         "name": meta.get("name", ""),
-                        "holds": holds(kind, obj),
+                        "holds": held,
                         "phase": detail.get("phase", ""),
                         "reason": detail.get("reason", ""),
                         "node": detail.get("node", ""),
                         "owner": (meta.get("annotations") or {}).get(M.OWNER_ANNOTATION, ""),
-                        "created": meta.get("creationTimestamp", ""),
                     }
                 )
         return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))

@@ -1,0 +1,93 @@
+"""What this shoal would use, where it comes from: `shoal config` (no network)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from providers import env as env_names
+from providers.errors import ShoalError
+
+if TYPE_CHECKING:
+    from providers.settings import Settings
+
+# Names whose values are credentials: shown as set, never printed.
+_SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "API_KEY", "ACCESS_KEY")
+
+
+@dataclass(frozen=True)
+class SetupItem:
+    """One effective setting: its name, value, and where the value comes from."""
+
+    name: str
+    value: str
+    source: str
+
+
+def known_env_vars() -> list[str]:
+    """Every environment variable shoal reads (providers/env.py declares each once)."""
+    return sorted(
+        {v for k, v in vars(env_names).items() if k.startswith("ENV_") and isinstance(v, str)}
+    )
+
+
+def is_secret(name: str) -> bool:
+    return any(word in name for word in _SECRET_WORDS)
+
+
+def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> list[SetupItem]:
+    from drivers.container.engine import locate
+    from drivers.image.store import images_dir
+
+    environ = os.environ if environ is None else environ
+    paths = settings.paths
+    home = f"{env_names.ENV_HOME}" if paths.home_from_env else "platformdirs"
+    config_from = f"--config / {env_names.ENV_CONFIG}" if paths.config_named else home
+    exists = "" if paths.config_file.exists() else " (absent: defaults apply)"
+    items = [
+        SetupItem("config file", f"{paths.config_file}{exists}", config_from),
+        SetupItem("ledger", str(paths.ledger_file), home),
+        SetupItem("workspaces", str(paths.workspaces_dir), home),
+        SetupItem("catalog cache", str(paths.cache_dir / "catalog.sqlite"), home),
+        SetupItem("images dir", str(images_dir(settings)), _images_source(settings, home)),
+    ]
+    try:
+        engine = locate("", environ)
+        engine_from = (
+            env_names.ENV_DOCKER_HOST
+            if environ.get(env_names.ENV_DOCKER_HOST)
+            else ("first socket found" if engine != "unix:///var/run/docker.sock" else "default")
+        )
+    except ShoalError as exc:
+        engine, engine_from = f"invalid: {exc}", env_names.ENV_DOCKER_HOST
+    items.append(SetupItem("container engine", engine, engine_from))
+    items.append(_kube_context(environ))
+    for name in known_env_vars():
+        if name in environ:
+            shown = "set (hidden)" if is_secret(name) else environ[name]
+            items.append(SetupItem(f"${name}", shown, "environment"))
+    return items
+
+
+def _images_source(settings: Settings, home: str) -> str:
+    from providers.settings import config_section
+
+    return "config [image] dir" if config_section(settings.config, "image").get("dir") else home
+
+
+def _kube_context(environ: Mapping[str, str]) -> SetupItem:
+    from providers.kubernetes.kubeconfig import list_contexts
+
+    chosen = environ.get(env_names.ENV_KUBE_CONTEXT)
+    try:
+        names, current = list_contexts(environ)
+    except ShoalError:
+        return SetupItem("kubernetes context", "none (no kubeconfig)", env_names.ENV_KUBECONFIG)
+    if chosen:
+        return SetupItem("kubernetes context", chosen, env_names.ENV_KUBE_CONTEXT)
+    where = env_names.ENV_KUBECONFIG if environ.get(env_names.ENV_KUBECONFIG) else "~/.kube/config"
+    return SetupItem(
+        "kubernetes context", current or f"none current of {len(names)}", f"{where} current-context"
+    )
