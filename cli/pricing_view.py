@@ -99,6 +99,7 @@ def render_pricing(
             row.pricing.provider,
             row.pricing.region.name,
             row.instance_type,
+            *_shape(row.pricing.shapes.get(row.instance_type)),
             *_prices(row.item),
             row.pricing.currency or "USD",
             output.short_time(format_time(row.pricing.as_of)) if row.pricing.as_of else None,
@@ -109,13 +110,16 @@ def render_pricing(
         "Provider",
         "Region",
         "Type",
+        "vCPUs",
+        "GiB",
+        "GPU",
         "On-demand /h",
         "Spot /h",
         "Scheduled /h",
         "Currency",
         "As of (UTC)",
     ]
-    output.table("pricing", columns, table_rows)
+    output.table("pricing", columns, table_rows, keep=(2,))
     _pool_table(results)
     _notes(results)
     if any(r.pricing.provider == "local" and all(v is None for v in _prices(r.item)) for r in flat):
@@ -146,6 +150,14 @@ def _pool_table(results: Sequence[ResourcePricing]) -> None:
     if rows:
         columns = ["Region", "Pool", "Nodes", "Spot", "$/h", "Used $/h", "Idle $/h", "Unpriced"]
         output.table("pool costs", columns, rows)
+
+
+def _shape(spec: Any) -> list[Any]:
+    """vCPUs, memory GiB and `MODEL xCOUNT`; unknown where the catalog has no shape."""
+    if spec is None:
+        return [None, None, None]
+    gpu = f"{spec.gpu or '?'} x{spec.gpu_count}" if spec.gpu_count else None
+    return [spec.vcpus, spec.memory_gib, gpu]
 
 
 def _prices(item: Any) -> list[float | None]:

@@ -19,7 +19,7 @@ _shoal() {
     case "$cmd" in
         alloc) words='--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --json --output --help -h' ;;
         catalog) case "$sub" in
-            export) words='--provider -p --output -o --help -h' ;;
+            export) words='--provider -p --output -o --json --help -h' ;;
             import) words='--json --output --help -h' ;;
             status) words='--json --output --help -h' ;;
             *) words='export import status --help -h' ;;

@@ -22,7 +22,13 @@ SORT_KEYS = {
     "instance_type": "instance type name",
     "region": "region name",
     "provider": "provider name",
+    "vcpus": "virtual CPUs",
+    "memory_gib": "memory in GiB",
+    "gpu": "GPU model",
+    "gpu_count": "GPUs per instance",
+    "gpu_memory_gib": "memory per GPU in GiB",
 }
+_SHAPE_KEYS = ("vcpus", "memory_gib", "gpu", "gpu_count", "gpu_memory_gib")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,13 @@ def _value(row: Row, key: str) -> Any:
         return row.instance_type.lower()
     if key == "region":
         return row.pricing.region.name
+    if key in _SHAPE_KEYS:
+        shape = row.pricing.shapes.get(row.instance_type)
+        value = getattr(shape, key) if shape is not None else None
+        if key == "gpu":
+            return value.lower() if value else None
+        # No GPU reads as 0 GPUs; an unknown shape or size stays unknown (sorted last).
+        return value if value or (key == "gpu_count" and shape is not None) else None
     return row.pricing.provider
 
 

@@ -160,6 +160,9 @@ class ResourcePricing:
     method: str = field(omitempty=True, default="")
     error: str = field(omitempty=True, default="")
     pools: list[PoolCost] = field(omitempty=True, default_factory=list)
+    # Instance type -> its shape, for tables that show vCPUs, memory and GPUs beside the
+    # prices; not part of the spec's JSON (`types --json` carries shapes).
+    shapes: dict[str, InstanceTypeSpec] = field(internal=True, default_factory=dict)
 
 
 def selector_record(spec: InstanceTypeSpec, **extra: Any) -> dict[str, Any]:

@@ -34,11 +34,13 @@ def field(
     wire: str | None = None,
     *,
     omitempty: bool = False,
+    internal: bool = False,
     default: Any = dataclasses.MISSING,
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
-    """A dataclass field with its JSON name and Go omitempty flag."""
-    meta = {"wire": wire, "omitempty": omitempty}
+    """A dataclass field with its JSON name and Go omitempty flag; `internal` ones are for
+    renderers in this process and never on the wire (nor read from it)."""
+    meta = {"wire": wire, "omitempty": omitempty, "internal": internal}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -59,6 +61,8 @@ def _fields(cls: type) -> tuple[_FieldInfo, ...]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
+        if f.metadata.get("internal"):
+            continue
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         out.append(
             _FieldInfo(

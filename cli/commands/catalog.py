@@ -342,7 +342,8 @@ def pricing(
         str | None,
         typer.Option(
             "--sort",
-            help="Sort rows by price, spot_price, scheduled_price, name, region or provider; "
+            help="Sort rows by price, spot_price, scheduled_price, name, region, provider, "
+            "vcpus, memory_gib, gpu, gpu_count or gpu_memory_gib; "
             "prefix '-' for descending.",
         ),
     ] = None,

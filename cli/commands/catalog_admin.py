@@ -86,23 +86,51 @@ def export_(
         Path | None,
         typer.Option("--output", "-o", help="File to write (.gz compresses); default stdout."),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="With --output: print what was written where, as JSON."),
+    ] = False,
 ) -> None:
-    """Write a provider's cached catalog (latest prices and history) to a file."""
-    from providers.cloud import share
+    """Write a provider's cached catalog (latest prices and history) to a file, or to
+    stdout (the export itself is JSON; `| ssh host shoal catalog import -` moves it).
 
+    Examples:
+      shoal catalog export -p aws -o aws.json.gz
+      shoal catalog export -p aws | ssh runner shoal catalog import -
+    """
+    from providers.cloud import share
+    from providers.errors import UsageError
+
+    if as_json and output_file is None:
+        raise UsageError("--json reports a written file: add --output FILE (stdout is the export)")
     document = share.export(_cache(ctx), provider)
     share.write(document, output_file, sys.stdout)
-    if output_file is not None:
+    if output_file is None:
+        return
+    summary = {
+        "provider": provider,
+        "path": str(output_file.resolve()),
+        "regions": len(document["snapshots"]),
+        "historyPoints": len(document["history"]),
+    }
+    if as_json:
+        output.emit_json(summary)
+    else:
         output.message(
-            f"{provider}: {len(document['snapshots'])} regions, "
-            f"{len(document['history'])} history points -> {output_file}"
+            f"{provider}: {summary['regions']} regions, {summary['historyPoints']} history "
+            f"points -> {summary['path']}"
         )
 
 
 @app.command("import")
 def import_(
     ctx: typer.Context,
-    files: Annotated[list[Path], typer.Argument(help="Files written by `catalog export`.")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Files written by `catalog export`, or - for stdin.", metavar="FILE..."
+        ),
+    ],
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
@@ -111,7 +139,12 @@ def import_(
     from providers.cloud import share
 
     cache = _cache(ctx)
-    reports = [share.load(cache, path) for path in files]
+    reports = [
+        share.load(cache, Path("<stdin>"), sys.stdin.buffer.read())
+        if str(path) == "-"
+        else share.load(cache, path)
+        for path in files
+    ]
     if as_json:
         output.emit_json(
             [

@@ -233,6 +233,9 @@ class CloudCatalog:
                     scheduled_price=offer.scheduled,
                 )
             pricing = _pricing(info, items, stale)
+            pricing.shapes = {
+                o.instance_type: _spec(o, name) for o in offers if o.instance_type in items
+            }
             pricing.notes.extend(unjudged.notes())
             out.append(pricing)
         return out

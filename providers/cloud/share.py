@@ -30,12 +30,13 @@ from typing import IO, Any
 
 from providers.cloud.cache import CatalogCache, HistoryRow
 from providers.cloud.offers import Offer, Snapshot
-from providers.errors import ShoalError
+from providers.errors import ShoalError, UsageError
 from providers.models import RegionSpec
 from providers.timeutil import utcnow
 from providers.wire import format_time
 
 FORMAT = "shoal-catalog"
+CLOUD_PROVIDERS = ("aws", "azure", "gcp")  # the built-in catalogs that keep this cache
 VERSION = 1
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _ITEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
@@ -66,6 +67,12 @@ class ImportReport:
 
 def export(cache: CatalogCache, provider: str) -> dict[str, Any]:
     snapshots = cache.snapshots(provider)
+    if not snapshots and provider not in CLOUD_PROVIDERS:
+        # Only cloud catalogs are cached; advice to fetch would not help the others.
+        raise UsageError(
+            f"{provider} keeps no cached catalog to export (only {', '.join(CLOUD_PROVIDERS)} "
+            "do: their prices are fetched and cached)"
+        )
     if not snapshots:
         raise ShoalError(
             f"nothing cached for {provider}; run `shoal pricing --provider {provider}` first"
@@ -143,13 +150,17 @@ def _gunzip_capped(raw: bytes, path: Path) -> bytes:
     return bytes(out)
 
 
-def read(path: Path) -> dict[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ShoalError(
-            f"{path}: {exc.strerror}; give a file written by `catalog export`"
-        ) from None
+def read(path: Path, raw: bytes | None = None) -> dict[str, Any]:
+    """The export document in `path`, or in `raw` bytes already read (stdin), named `path`."""
+    if raw is None:
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ShoalError(
+                f"{path}: {exc.strerror}; give a file written by `catalog export`"
+            ) from None
+    if len(raw) > MAX_IMPORT_BYTES:
+        raise ShoalError(f"{path}: larger than {MAX_IMPORT_BYTES} bytes; not a catalog export")
     try:
         if raw[:2] == b"\x1f\x8b":
             raw = _gunzip_capped(raw, path)
@@ -283,8 +294,8 @@ def parse(
     return provider, regions, snapshots, history
 
 
-def load(cache: CatalogCache, path: Path) -> ImportReport:
-    provider, regions, snapshots, history = parse(read(path), path)
+def load(cache: CatalogCache, path: Path, raw: bytes | None = None) -> ImportReport:
+    provider, regions, snapshots, history = parse(read(path, raw), path)
     report = ImportReport(provider, [], [], 0)
     with cache.transaction():  # the whole file or nothing
         local = cache.snapshots(provider)

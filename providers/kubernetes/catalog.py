@@ -176,12 +176,14 @@ class KubernetesCatalog:
 
     def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
         client = self.client(region)
+        return self._type_specs(self._nodes(client), client.connection.context)
+
+    def _type_specs(self, nodes: list[dict[str, Any]], context: str) -> list[InstanceTypeSpec]:
         by_type: dict[str, list[_Shape]] = {}
-        for node in self._nodes(client):
+        for node in nodes:
             if node_reason(node) is None:
                 shape = _shape(node, self.rules)
                 by_type.setdefault(shape.instance_type, []).append(shape)
-        context = client.connection.context
         return [_type_spec(name, shapes, context) for name, shapes in sorted(by_type.items())]
 
     def _summary(
@@ -240,6 +242,12 @@ class KubernetesCatalog:
 
         nodes, summary = self._summary(opts, warn=False)
         pricing = price_pools(summary.resource, nodes, self.settings)
+        context = summary.resource.region.name if summary.resource.region else ""
+        pricing.shapes = {
+            spec.name: spec
+            for spec in self._type_specs(nodes, context)
+            if spec.name in pricing.items
+        }
         if summary.overcommitted:
             pricing.notes.append(overcommit_message(summary.overcommitted))
         return [pricing]

@@ -274,7 +274,13 @@ class LocalCatalog:
         price = {"price": self.prices.on_demand_price, "spot_price": self.prices.spot_price}
         if not self._selected(opts, price):
             return [ResourcePricing(region=self._region(), items={})]
-        return [ResourcePricing(region=self._region(), items={INSTANCE_TYPE: self.prices})]
+        return [
+            ResourcePricing(
+                region=self._region(),
+                items={INSTANCE_TYPE: self.prices},
+                shapes={INSTANCE_TYPE: self.instance_type()},
+            )
+        ]
 
     def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
         return self._pricing(opts)

@@ -286,7 +286,9 @@ def test_pricing_json_without_prices(cli: Cli) -> None:
 def test_pricing_table_without_prices_explains_on_stderr(cli: Cli) -> None:
     run = cli("pricing")
     assert_clean_table(run)
-    assert re.search(r"^\s*local\s+local\s+host\s+—\s+—\s+—\s+USD", run.stdout, re.M)
+    # vCPUs and GiB of the host, no GPU, no price known
+    shape = r"^\s*local\s+local\s+host\s+\d+\s+[\d.]+\s+—\s+"
+    assert re.search(shape + r"—\s+—\s+—\s+USD", run.stdout, re.M)
     assert "[local.pricing]" in run.stderr
     assert "[local.pricing]" not in run.stdout
 
@@ -297,7 +299,8 @@ def test_pricing_from_config(cli: Cli, write_config: Any) -> None:
     assert pricing["items"]["host"] == {"onDemandPrice": 0.5, "spotPrice": 0.0}
     run = cli("pricing")
     assert_clean_table(run)
-    assert re.search(r"^\s*local\s+local\s+host\s+0\.5\s+0\s+—", run.stdout, re.M)
+    shape = r"^\s*local\s+local\s+host\s+\d+\s+[\d.]+\s+—\s+"
+    assert re.search(shape + r"0\.5\s+0\s+—", run.stdout, re.M)
     assert run.stderr == ""
     assert ok(cli("pricing", "--select", "price<1", "--json")).json()[0]["items"] != {}
     assert ok(cli("pricing", "--select", "price>1", "--json")).json()[0]["items"] == {}

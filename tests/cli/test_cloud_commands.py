@@ -194,7 +194,7 @@ def test_flag_conflicts_and_bad_durations_are_usage_errors(cli, clouds) -> None:
     assert run.exit_code == 2 and "--max-age" in run.stderr
     run = cli("pricing", "-p", "cloud-a,cloud-b", "--start", NOW.isoformat())
     assert run.exit_code == 2 and "one provider" in run.stderr
-    run = cli("pricing", "-p", "cloud-a", "--sort", "vcpus")
+    run = cli("pricing", "-p", "cloud-a", "--sort", "arch")
     assert run.exit_code == 2 and "price" in run.stderr
 
 
@@ -319,3 +319,38 @@ def test_a_selector_on_an_unknown_value_says_how_many_rows_it_could_not_judge(
     (entry,) = ok(cli("pricing", "-p", "cloud-u", "--select", "memory_gib>=8", "--json")).json()
     assert list(entry["items"]) == ["u.known"]
     assert any("could not judge 1 row(s) with no known memory_gib" in n for n in entry["notes"])
+
+
+def test_pricing_table_shows_shapes_and_sorts_by_them(cli, clouds) -> None:
+    run = ok(cli("pricing", "-p", "cloud-a", "--sort", "-gpu_count"))
+    lines = [line.split() for line in run.stdout.splitlines() if line.startswith(" cloud-a")]
+    # Type, vCPUs, GiB, GPU (model x count), then the prices.
+    assert [line[2:6] for line in lines] == [["a.gpu", "4", "16", "?"], ["a.small", "4", "16", "—"]]
+    assert "vCPUs" in run.stdout and "GiB" in run.stdout and "GPU" in run.stdout
+    data = ok(cli("pricing", "-p", "cloud-a", "--sort", "memory_gib", "--json")).json()
+    assert set(data[0]["items"]["a.gpu"]) == {"onDemandPrice", "spotPrice"}  # the spec's shape
+    bad = cli("pricing", "-p", "cloud-a", "--sort", "colour", env={"SHOAL_DEBUG": ""})
+    assert bad.exit_code == 2 and "gpu_memory_gib" in bad.stderr
+
+
+def test_export_to_stdin_of_import_and_json_says_where(
+    cli, clouds, home: Path, tmp_path: Path
+) -> None:
+    ok(cli("pricing", "-p", "cloud-a"))
+    exported = ok(cli("catalog", "export", "-p", "cloud-a"))
+    other = tmp_path / "other-home"
+    other.mkdir()
+    run = ok(cli("catalog", "import", "-", "--json", input=exported.stdout,
+                 env={"SHOAL_HOME": str(other)}))  # fmt: skip
+    assert run.json()[0]["provider"] == "cloud-a" and run.json()[0]["imported"] == ["r1"]
+    target = tmp_path / "a.json.gz"
+    said = ok(cli("catalog", "export", "-p", "cloud-a", "-o", str(target), "--json")).json()
+    assert said == {"provider": "cloud-a", "path": str(target.resolve()), "regions": 1,
+                    "historyPoints": 2}  # fmt: skip
+    assert target.exists()
+
+
+def test_export_of_a_provider_without_a_cache_gives_no_useless_advice(cli) -> None:
+    run = cli("catalog", "export", "-p", "local", env={"SHOAL_DEBUG": ""})
+    assert run.exit_code == 2
+    assert "keeps no cached catalog" in run.stderr and "shoal pricing" not in run.stderr

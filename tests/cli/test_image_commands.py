@@ -262,6 +262,33 @@ def test_url_with_credentials_exits_2_without_echoing_them(
     assert http_server.requests == []
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://127.0.0.1:99999/img-1.0.tar", "its port 99999 is out of range 1-65535"),
+        ("http://127.0.0.1:0/img-1.0.tar", "its port 0 is out of range 1-65535"),
+        ("http://[::1/img-1.0.tar", "its host has a '[' without its ']'"),
+        ("http://host:port/img-1.0.tar", "its port is not a number"),
+        ("ftp://127.0.0.1/img-1.0.tar", "its scheme 'ftp' is not http or https"),
+        ("http:///img-1.0.tar", "it has no host"),
+        ("http://:8080/img-1.0.tar", "it has no host"),
+        ("http://127.0.0.1/img\x00-1.0.tar", "a space or a control character"),
+        ("http://127.0.0.1/img -1.0.tar", "a space or a control character"),
+        ("http://127.0.0.1 /img-1.0.tar", "a space or a control character"),
+    ],
+)
+def test_a_malformed_url_argument_exits_2_naming_it(
+    cli: Cli, out: Path, url: str, said: str
+) -> None:
+    # SHOAL_DEBUG unset: an unexpected exception would be the one-line "unexpected ..." error.
+    run = pull(cli, url, out, env={"SHOAL_DEBUG": ""})
+    assert run.exit_code == 2, run.stderr
+    line = one_error(run.stderr)
+    assert line.startswith("shoal: error: URL argument ") and said in line, line
+    assert "unexpected" not in run.stderr and run.stdout == ""
+    assert leftovers(out) == []
+
+
 @pytest.mark.parametrize("algo", ["md5", "sha1", "sha256", "sha512"])
 def test_sum_algorithms_and_weak_warning(
     cli: Cli, http_server: ImageServer, out: Path, algo: str

@@ -215,9 +215,10 @@ def test_pricing_shows_the_pool_costs_table(cli: Cli, home: Path, tmp_path: Path
         run = ok(cli("pricing", *K8S, env=env))
         as_json = ok(cli("pricing", *K8S, "--json", env=env)).json()
     prices = table_rows(run.stdout, "pricing")
-    assert [r[:5] for r in prices] == [
-        ["kubernetes", "prod", "g5.2xlarge", "1.212", "—"],
-        ["kubernetes", "prod", "m5.xlarge", "0.192", "0.0712"],
+    # Type, its shape from the nodes (vCPUs, GiB, GPU), on-demand and spot price.
+    assert [r[:8] for r in prices] == [
+        ["kubernetes", "prod", "g5.2xlarge", "8", "32", "A10G x1", "1.212", "—"],
+        ["kubernetes", "prod", "m5.xlarge", "7.91", "30.32", "—", "0.192", "0.0712"],
     ]
     assert table_rows(run.stdout, "pool costs") == [
         ["prod", "karpenter.sh/nodepool (none)", "1", "0", "—", "—", "—", "1"],
