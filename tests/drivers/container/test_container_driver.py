@@ -4,6 +4,7 @@ the CLI: limits, labels, env, networks, exits, free, tasks, pulled images, capac
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -312,4 +313,10 @@ def test_status_remote_lists_the_engine_containers_of_shoal(
     assert run.exit_code == 0, run.stderr
     listed = {r["id"]: r for r in run.json()}
     assert listed[one["id"]]["state"] == listed[two["id"]]["state"] == "running"
+    # The fields every driver's listing shares, as `status` shows them: RFC 3339 times.
+    assert listed[one["id"]]["status"] == "running"
+    assert listed[one["id"]]["driver"] == "container/default"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", listed[one["id"]]["created"])
+    table = shoal("status", "--remote", "container")
+    assert table.exit_code == 0 and "Age" in table.stdout and one["id"] in table.stdout
     shoal("free", two["id"], env={"SHOAL_HOME": str(other_home)})
