@@ -8,13 +8,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from providers import env as env_names
-from providers.errors import ShoalError
+from providers.errors import ShoalError, is_secret_name
 
 if TYPE_CHECKING:
     from providers.settings import Settings
 
-# Names whose values are credentials: shown as set, never printed.
-_SECRET_WORDS = ("PASSWORD", "SECRET", "TOKEN", "API_KEY", "ACCESS_KEY")
 
 
 @dataclass(frozen=True)
@@ -31,10 +29,6 @@ def known_env_vars() -> list[str]:
     return sorted(
         {v for k, v in vars(env_names).items() if k.startswith("ENV_") and isinstance(v, str)}
     )
-
-
-def is_secret(name: str) -> bool:
-    return any(word in name for word in _SECRET_WORDS)
 
 
 def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> list[SetupItem]:
@@ -66,7 +60,7 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
     items.append(_kube_context(environ))
     for name in known_env_vars():
         if name in environ:
-            shown = "set (hidden)" if is_secret(name) else environ[name]
+            shown = "set (hidden)" if is_secret_name(name) else environ[name]
             items.append(SetupItem(f"${name}", shown, "environment"))
     return items
 

@@ -7,7 +7,9 @@ how to fix it. They never carry credentials.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import re
+from collections.abc import Iterable, Mapping
 
 
 class ShoalError(Exception):
@@ -62,6 +64,20 @@ class LedgerCorruptError(ShoalError):
     """The ledger file is not a readable SQLite database; it is reported, never overwritten."""
 
 
+# Environment variables whose values are credentials, by name: never printed anywhere.
+SECRET_NAME_WORDS = ("PASSWORD", "SECRET", "TOKEN", "API_KEY", "ACCESS_KEY", "CREDENTIAL")
+
+
+def is_secret_name(name: str) -> bool:
+    return any(word in name.upper() for word in SECRET_NAME_WORDS)
+
+
+def environment_secrets(environ: Mapping[str, str]) -> list[str]:
+    """The values of the credential-looking variables in `environ` (to scrub from text that
+    nobody checked, such as an unforeseen exception's message)."""
+    return [v for k, v in environ.items() if is_secret_name(k) and len(v) >= 4]
+
+
 def shown(value: object, limit: int = 60) -> str:
     """A value for an error message: its repr, cut at `limit` characters, so a huge or
     hostile value never floods a terminal or a CI log."""
@@ -70,8 +86,60 @@ def shown(value: object, limit: int = 60) -> str:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret in it replaced by ***, before it reaches a message."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    """`text` with every secret in it replaced by ***, before it reaches a message.
+
+    A server echoes what it was sent in whatever form it had on the wire, so each secret is
+    also found in any letter case (a URL's host is lowercased), percent-encoded in whole or
+    in part (once or twice), JSON-escaped, and inside base64 at any byte offset (a basic-auth
+    header echoed back). Callers pass each raw secret once; the forms are found here.
+    """
+    pattern = _pattern(frozenset(s for s in secrets if s))
+    return text if pattern is None else pattern.sub("***", text)
+
+
+@functools.lru_cache(maxsize=32)
+def _pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
+    forms: list[str] = []
+    # Longer secrets first: a regex alternation takes the first form that matches.
+    for secret in sorted(secrets, key=lambda s: (-len(s), s)):
+        forms.extend(_base64_forms(secret))
+        forms.append(_spellings(secret))
+    return re.compile("|".join(forms), re.IGNORECASE) if forms else None
+
+
+def _spellings(secret: str) -> str:
+    """A pattern for `secret` with each character as itself, percent-encoded (%XX or %25XX,
+    hex in either case), `+` for a space, or JSON-escaped."""
+    pieces = []
+    for char in secret:
+        ways = [re.escape(char), "".join(f"%(?:25)?{byte:02x}" for byte in char.encode())]
+        if char == " ":
+            ways.append(r"\+")
+        if ord(char) < 0x10000:
+            ways.append(re.escape(f"\\u{ord(char):04x}"))
+        if char in '"\\/':
+            ways.append(re.escape("\\" + char))
+        pieces.append("(?:" + "|".join(ways) + ")")
+    return "".join(pieces)
+
+
+_B64_MIN = 4  # shorter fragments would match ordinary words
+
+
+def _base64_forms(secret: str) -> list[str]:
+    """`secret` in standard and URL-safe base64: whole, and at each of the three byte
+    offsets it can have inside a longer encoded string (`user:password`), keeping only the
+    characters that depend on the secret's bytes alone. Exact case: base64 is case-sensitive."""
+    import base64
+
+    data = secret.encode()
+    found: set[str] = set()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        found.add(encode(data).decode("ascii").rstrip("="))
+        for offset in (0, 1, 2):
+            padded = b"\0" * offset + data
+            whole = len(padded) - len(padded) % 3
+            # The first group's characters that mix in the bytes before the secret go.
+            found.add(encode(padded[:whole]).decode("ascii")[(0, 2, 3)[offset] :])
+    usable = sorted((f for f in found if len(f) >= _B64_MIN), key=lambda f: (-len(f), f))
+    return [f"(?-i:{re.escape(f)})" for f in usable]

@@ -3,7 +3,10 @@
 Where the engine is: the driver's `socket` setting, else DOCKER_HOST (`unix:///path` or
 `tcp://host:port`), else the first of /var/run/docker.sock, $XDG_RUNTIME_DIR/podman/podman.sock
 and /run/podman/podman.sock that exists. Errors are typed: no engine answering is 69 (with
-the socket named), a socket we may not open is 77, a missing image or container 1.
+the socket named), a socket we may not open is 77, a missing image or container 1. A
+malformed tcp:// address is a usage error at once (2), not an httpx crash at the first
+request. The engine API carries no credential here (no registry auth: images come from
+`shoal image pull` or are already the engine's), so there is nothing to scrub.
 https://docs.docker.com/reference/api/engine/version/v1.41/
 """
 
@@ -25,6 +28,7 @@ from providers.errors import (
     ShoalError,
     UsageError,
 )
+from providers.urls import UrlError, display, has_userinfo, parse
 
 if TYPE_CHECKING:
     import httpx
@@ -47,8 +51,8 @@ def locate(configured: str, env: Mapping[str, str]) -> str:
             raise UsageError(
                 f"{ENV_DOCKER_HOST} / socket: {chosen!r} is not unix:///PATH or tcp://HOST:PORT"
             )
-        if chosen.startswith(("tcp://", "http://")) and ":" not in chosen.split("://", 1)[1]:
-            chosen += ":2375"  # Docker's plain-TCP port, as the docker CLI assumes
+        if chosen.startswith(("tcp://", "http://")):
+            return _tcp(chosen)
         return chosen
     runtime = env.get("XDG_RUNTIME_DIR", f"/run/user/{os.getuid()}")
     for candidate in _CANDIDATES:
@@ -56,6 +60,22 @@ def locate(configured: str, env: Mapping[str, str]) -> str:
         if os.path.exists(path):
             return f"unix://{path}"
     return f"unix://{_CANDIDATES[0]}"
+
+
+def _tcp(address: str) -> str:
+    """A tcp:// (or http://) engine address, checked, with Docker's plain-TCP port added
+    when none is given (as the docker CLI assumes)."""
+    rest = address.split("://", 1)[1]
+    if ":" not in rest:
+        address += ":2375"
+    where = f"{ENV_DOCKER_HOST} / socket"
+    if has_userinfo(address):  # first: the message below would show them
+        raise UsageError(f"{where}: an engine address cannot carry a user name or password")
+    try:
+        parse("http://" + address.split("://", 1)[1])
+    except UrlError as exc:
+        raise UsageError(f"{where}: {display(address)!r} is not tcp://HOST:PORT: {exc}") from None
+    return address
 
 
 class Engine:

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
+from drivers.image.naming import check_url
 from providers.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 from providers.errors import ConfigError, UsageError
+from providers.urls import parse
 
 
 def resolve(
     url: str, user: str | None, stdin_password: str | None, env: Mapping[str, str]
 ) -> tuple[str, str]:
     """(user, password) or ("", "") for anonymous; the password never comes from argv."""
+    check_url(url)  # the first look at the URL: a malformed one is a usage error here
     user = user or env.get(ENV_IMAGE_USER, "")
     password = stdin_password if stdin_password is not None else env.get(ENV_IMAGE_PASSWORD, "")
     if user and password:
         return user, password
-    host = urlsplit(url).hostname or ""
+    host = parse(url).host
     from_netrc = _netrc(host)
     if from_netrc is not None and (not user or user == from_netrc[0]):
         return from_netrc

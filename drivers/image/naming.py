@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from providers.errors import UsageError
+from providers.urls import UrlError, display, has_userinfo, parse
 
 # Longest first, so `.tar.gz` wins over `.gz`.
 ARCHIVE_EXTENSIONS = (
@@ -29,7 +30,11 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]*$")
 
 
 def file_name(url: str) -> str:
-    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    try:
+        path = parse(url, userinfo=True, spaces=True).path
+    except UrlError:
+        return ""  # check_url names what is wrong with it
+    return unquote(path.rsplit("/", 1)[-1])
 
 
 def strip_extension(name: str) -> str:
@@ -61,9 +66,13 @@ def check_component(value: str, field: str) -> str:
 
 
 def check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username or parts.password:  # first: the message below would echo them
+    """The URL argument of `image pull`, checked before anything reads it."""
+    if has_userinfo(url):  # first: the message below would echo them
         raise UsageError("URL must not carry credentials; use --user and --password-stdin")
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"URL {url!r} must be an http:// or https:// address")
+    try:
+        parse(url)
+    except UrlError as exc:
+        raise UsageError(
+            f"URL argument {display(url)!r} must be an http:// or https:// address: {exc}"
+        ) from None
     return url

@@ -7,7 +7,10 @@ decompressor. A server that answers the resumed request with the whole body inst
 cannot resume, or the file changed) raises `RestartRequired`: the caller starts over cleanly.
 
 Credentials go only to the origin (scheme, host, port); a redirect elsewhere drops them.
-Messages name URLs without user info or query string (signed URLs carry secrets there).
+Messages name URLs without user info or query string (signed URLs carry secrets there), and
+whatever the server sent (reason phrase, Location, a protocol error quoting its bytes) is
+scrubbed of the password and the basic-auth pair, in every form the shared scrub knows. A
+Location that is malformed or carries user info ends the pull (exit 1), unfollowed.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
 
 from drivers.image import checksum
 from providers.errors import (
@@ -24,9 +26,10 @@ from providers.errors import (
     NotFoundError,
     ProviderUnreachableError,
     ShoalError,
+    scrub,
 )
 from providers.retry import backoff_delay
-from providers.urls import display, origin
+from providers.urls import UnusableLocation, UrlError, check_location, display, origin, resolve
 
 if TYPE_CHECKING:
     import hashlib
@@ -64,6 +67,8 @@ class HttpSource:
 
         self.url = url
         self.auth = auth
+        # What a server could echo: the password, and the pair the Authorization header holds.
+        self.secrets = [auth[1], f"{auth[0]}:{auth[1]}"] if auth is not None else []
         self.hasher = hasher
         self.policy = policy
         self.on_bytes = on_bytes
@@ -89,7 +94,7 @@ class HttpSource:
             return self._given_client
         from providers.http import httpx
 
-        scheme = urlsplit(url).scheme
+        scheme = url.partition(":")[0].lower()
         if scheme not in self._clients:
             self._clients[scheme] = httpx.Client(
                 verify=scheme == "https",
@@ -98,8 +103,17 @@ class HttpSource:
                     self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
                 ),
                 headers={"Accept-Encoding": "identity", "User-Agent": "shoal"},
+                event_hooks={"response": [check_location]},
             )
         return self._clients[scheme]
+
+    def _scrub(self, text: str) -> str:
+        return scrub(text, self.secrets)
+
+    def _where(self, url: str) -> str:
+        """A URL for a message: after a redirect, the server chose it, and may have put a
+        secret in its path."""
+        return self._scrub(display(url))
 
     def _sleep_before_retry(self, attempt: int, response: httpx.Response | None = None) -> None:
         retry_after = response.headers.get("retry-after", "") if response is not None else ""
@@ -115,17 +129,31 @@ class HttpSource:
             request = client.build_request("GET", url, headers=extra)
             if request_auth is not None:
                 request.headers["Authorization"] = _basic(*request_auth)
-            response = client.send(request, stream=True)
+            try:
+                response = client.send(request, stream=True)
+            except UnusableLocation as exc:
+                raise self._unusable(url, exc.status, str(exc)) from None
             if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
                 response.close()
-                try:
-                    url = urljoin(url, response.headers["location"])
-                except ValueError:
-                    raise ShoalError(f"{display(url)}: redirect to a malformed Location") from None
+                url = self._redirect(url, response.status_code, response.headers["location"])
                 continue
             self.final_url = url
             return response
         raise ShoalError(f"{display(self.url)}: more than {MAX_REDIRECTS} redirects")
+
+    def _redirect(self, url: str, code: int, location: str) -> str:
+        """Where a redirect points. One that cannot be followed is the server's fault, said
+        without the Location's text, which may carry the password (as a port, say)."""
+        try:
+            return resolve(url, location).text
+        except UrlError as exc:
+            raise self._unusable(url, code, str(exc)) from None
+
+    def _unusable(self, url: str, code: int, reason: str) -> ShoalError:
+        return ShoalError(
+            f"{self._where(url)}: HTTP {code} redirect refused, its Location is unusable: "
+            f"{self._scrub(reason)}; the server is misconfigured, tell its operator"
+        )
 
     def _request(self, extra: dict[str, str]) -> httpx.Response:
         """Send with retries on connection failures and retryable statuses."""
@@ -135,8 +163,12 @@ class HttpSource:
         for attempt in range(self.policy.attempts):
             try:
                 response = self._send(extra)
+            except httpx.InvalidURL as exc:  # one that resolve() let through and httpx did not
+                raise ShoalError(self._scrub(f"{display(self.url)}: {exc}")) from None
             except (httpx.TransportError, OSError) as exc:
-                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                # h11's protocol errors quote the server's bytes.
+                name = type(exc).__name__
+                last = self._scrub(f"{name}: {exc}" if str(exc) else name)
                 if attempt + 1 < self.policy.attempts:
                     self._sleep_before_retry(attempt)
                 continue
@@ -154,7 +186,7 @@ class HttpSource:
 
     def _check_status(self, response: httpx.Response) -> None:
         code = response.status_code
-        where = display(self.final_url)
+        where = self._where(self.final_url)
         if code in (401, 403):
             response.close()
             if self.auth and origin(self.final_url) != origin(self.url):
@@ -175,7 +207,8 @@ class HttpSource:
             raise NotFoundError(f"{where}: HTTP 404, no such image; check the URL")
         if code not in (200, 206):
             response.close()
-            raise ShoalError(f"{where}: HTTP {code} {response.reason_phrase}")
+            reason = self._scrub(" ".join(response.reason_phrase.split()))[:80]
+            raise ShoalError(f"{where}: HTTP {code} {reason}".rstrip())
 
     def open(self) -> None:
         response = self._request({})
@@ -183,7 +216,7 @@ class HttpSource:
         if response.status_code != 200:
             response.close()
             raise ShoalError(
-                f"{display(self.final_url)}: HTTP {response.status_code} to a plain GET"
+                f"{self._where(self.final_url)}: HTTP {response.status_code} to a plain GET"
             )
         self._attach(response)
         self.headers = dict(response.headers)

@@ -146,7 +146,10 @@ class AwsFetcher:
         check_region(PROVIDER, region, sorted(index))
         relative = str(index[region]["currentVersionUrl"])
         # Absolute or not, keep only the path: the configured host serves it (mirrors).
-        parts = urlsplit(relative)
+        try:
+            parts = urlsplit(relative)
+        except ValueError:
+            raise ShoalError(f"aws: the region index's URL for {region} is not a URL") from None
         path = parts.path if parts.path.startswith("/") else "/" + parts.path
         return self.pricing_url + path
 

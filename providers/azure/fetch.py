@@ -61,9 +61,14 @@ def next_url(link: str, base: str) -> str:
     and host are the configured base's, and its path prefix is added when missing, so an
     air-gapped mirror is never bypassed.
     """
-    target, home = urlsplit(link), urlsplit(base)
-    if not target.scheme:  # a relative link: resolve against the base
-        target = urlsplit(base.rstrip("/") + "/" + link.lstrip("/"))
+    try:
+        target, home = urlsplit(link), urlsplit(base)
+        if not target.scheme:  # a relative link: resolve against the base
+            target = urlsplit(base.rstrip("/") + "/" + link.lstrip("/"))
+        target.port  # noqa: B018  # raises for a port that is not one
+    except ValueError:
+        # The link is the server's: said without quoting it (it may carry anything).
+        raise ShoalError("azure: a price page's NextPageLink is not a URL") from None
     if origin(urlunsplit(target)) == origin(base):
         return urlunsplit(target)
     path = target.path

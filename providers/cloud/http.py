@@ -4,12 +4,16 @@ Failures become the typed errors the CLI maps to exit codes: a host that cannot 
 or keeps answering 5xx is ProviderUnreachableError (69), throttling that outlasts the retries
 RetryableError (75), 401/403 CredentialsError (77, with the variable to set). A stream that
 drops mid-body resumes with `Range` (guarded by `If-Range`) when the server allows it.
-Messages show URLs without query strings and never contain the secrets given.
+Messages show URLs without query strings and never contain a credential the requests
+carried: the secrets given, and whatever credential a request's headers, query or URL held
+(an API key, a bearer token, the AWS access key id and signature), in any form the shared
+scrub knows. A redirect to a malformed Location, or to one carrying user info, is refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from providers.cloud.offers import Progress, no_progress
 from providers.errors import (
+    ConfigError,
     CredentialsError,
     NotFoundError,
     ProviderUnreachableError,
@@ -25,7 +30,16 @@ from providers.errors import (
     scrub,
 )
 from providers.retry import backoff_delay
-from providers.urls import display, origin
+from providers.urls import (
+    UnusableLocation,
+    Url,
+    UrlError,
+    check_location,
+    display,
+    origin,
+    parse,
+    resolve,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -33,6 +47,22 @@ if TYPE_CHECKING:
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 MAX_REDIRECTS = 10
 _CREDENTIAL_HEADERS = {"authorization", "x-amz-security-token", "x-amz-date", "cookie"}
+_SECRET_HEADERS = {"authorization", "x-amz-security-token", "cookie", "x-api-key", "x-goog-api-key"}
+# Query parameters that carry credentials (GCP's `key`, SAS and presigned URLs' signatures).
+_SECRET_PARAMS = {
+    "key",
+    "api_key",
+    "apikey",
+    "access_token",
+    "token",
+    "sig",
+    "signature",
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+}
+_SIGV4_SECRETS = re.compile(r"Credential=([^/,\s]+)|Signature=([0-9a-fA-F]+)")
+_LEARNED_MIN = 4  # a shorter value would scrub ordinary words out of every message
 
 
 @dataclass(frozen=True)
@@ -87,6 +117,7 @@ class CloudHttp:
                     self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
                 ),
                 headers={"User-Agent": "shoal"},
+                event_hooks={"response": [check_location]},
             )
         return self._clients[scheme]
 
@@ -98,8 +129,29 @@ class CloudHttp:
     def scrub(self, text: str) -> str:
         return scrub(text, self.secrets)
 
+    def _learn(
+        self, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
+    ) -> None:
+        """Remember every credential this request carries, so no answer can echo one."""
+        for secret in request_secrets(url, params, headers):
+            if len(secret) >= _LEARNED_MIN and secret not in self.secrets:
+                self.secrets.append(secret)
+
     def _where(self, url: str) -> str:
-        return f"{self.provider}: {display(url)}"
+        # A redirect's path is the server's to choose, and may echo a secret.
+        return self.scrub(f"{self.provider}: {display(url)}")
+
+    def _check_url(self, url: str) -> None:
+        """A malformed base URL is a setting to fix, not an unexpected crash in httpx."""
+        try:
+            parse(url, userinfo=True, spaces=True)
+        except UrlError as exc:
+            raise ConfigError(
+                self.scrub(
+                    f"{self.provider}: {display(url)} is not a usable URL: {exc}; fix the "
+                    "provider's base URL setting (environment variable or config file)"
+                )
+            ) from None
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
         retry_after = response.headers.get("retry-after", "") if response is not None else ""
@@ -152,27 +204,43 @@ class CloudHttp:
         scheme, so a plain-http mirror redirecting to https is still verified, and
         credentials (Authorization, AWS signature headers) stay with the origin they were
         meant for. An https -> http hop is refused."""
-        from urllib.parse import urljoin
-
         sent = dict(headers or {})
         first = origin(url)
         for _ in range(MAX_REDIRECTS + 1):
             client = self.client(url)
             request = client.build_request("GET", url, params=params, headers=sent)
-            response = client.send(request, stream=True)
+            try:
+                response = client.send(request, stream=True)
+            except UnusableLocation as exc:
+                raise self._unusable(url, exc.status, str(exc)) from None
             location = response.headers.get("location")
             if response.status_code not in (301, 302, 303, 307, 308) or not location:
                 return response
             response.close()
-            target = urljoin(str(request.url), location)
-            if url.startswith("https:") and not target.startswith("https:"):
+            target = self._redirect(url, str(request.url), response.status_code, location)
+            if url.startswith("https:") and target.scheme != "https":
                 raise ShoalError(
-                    f"{self._where(url)}: redirect from https to {display(target)} refused"
+                    f"{self._where(url)}: redirect from https to "
+                    f"{self.scrub(display(target.text))} refused"
                 )
-            if origin(target) != first:
+            if target.origin != first:
                 sent = {k: v for k, v in sent.items() if k.lower() not in _CREDENTIAL_HEADERS}
-            url, params = target, None
+            url, params = target.text, None
         raise ShoalError(f"{self._where(url)}: more than {MAX_REDIRECTS} redirects")
+
+    def _redirect(self, url: str, sent_to: str, code: int, location: str) -> Url:
+        """Where a redirect points; a Location that cannot be followed is the server's fault
+        (exit 1), said without the Location's text, which may carry a secret."""
+        try:
+            return resolve(sent_to, location)
+        except UrlError as exc:
+            raise self._unusable(url, code, str(exc)) from None
+
+    def _unusable(self, url: str, code: int, reason: str) -> ShoalError:
+        return ShoalError(
+            f"{self._where(url)}: HTTP {code} redirect refused, its Location is unusable: "
+            f"{self.scrub(reason)}; the server (or mirror) is misconfigured"
+        )
 
     def _send(
         self, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
@@ -180,10 +248,14 @@ class CloudHttp:
         """A response with a 2xx status, after retries; the body is not read yet."""
         from providers.http import httpx
 
+        self._check_url(url)
+        self._learn(url, params, headers)
         last = ""
         for attempt in range(self.policy.attempts):
             try:
                 response = self._follow(url, params, headers)
+            except httpx.InvalidURL as exc:  # one that parse() let through and httpx did not
+                raise ShoalError(self.scrub(f"{self._where(url)}: {exc}")) from None
             except httpx.TransportError as exc:
                 name = type(exc).__name__
                 last = self.scrub(f"{name}: {exc}" if str(exc) else name)
@@ -299,3 +371,47 @@ class CloudHttp:
                     f"{self._where(url)}: the body ended at byte {received} of {total}; try again"
                 )
             return
+
+
+def request_secrets(
+    url: str, params: Mapping[str, str] | None, headers: Mapping[str, str] | None
+) -> list[str]:
+    """The credentials a request carries, as the strings a server could echo: header values
+    (and their tokens), credential query parameters, and the URL's user info."""
+    from urllib.parse import parse_qsl, unquote
+
+    found: list[str] = []
+    for name, value in (headers or {}).items():
+        if name.lower() in _SECRET_HEADERS:
+            found.append(value)
+            if name.lower() == "authorization":
+                found.extend(_authorization_secrets(value))
+    query = list((params or {}).items())
+    try:
+        parsed = parse(url, userinfo=True, spaces=True)
+    except UrlError:
+        return found
+    query += parse_qsl(parsed.query, keep_blank_values=True)
+    found.extend(value for name, value in query if name.lower() in _SECRET_PARAMS)
+    if parsed.userinfo:
+        found += [parsed.userinfo, unquote(parsed.userinfo.partition(":")[2])]
+    return found
+
+
+def _authorization_secrets(value: str) -> list[str]:
+    """`Bearer T` -> T; `Basic B` -> B, user:password, password; AWS SigV4 -> the access key
+    id and the signature (the key id is not secret alone, but it names the account)."""
+    import base64
+    import binascii
+
+    scheme, _, token = value.strip().partition(" ")
+    token = token.strip()
+    if scheme.upper().startswith("AWS4-"):
+        return [part for pair in _SIGV4_SECRETS.findall(token) for part in pair if part]
+    if scheme.lower() != "basic":
+        return [token]
+    try:
+        pair = base64.b64decode(token, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return [token]
+    return [token, pair, pair.partition(":")[2]]

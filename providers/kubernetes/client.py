@@ -11,7 +11,10 @@ Errors come from the API's Status objects (`kind: Status`, `reason`, `message`, 
 400/422 -> UsageError, 410 -> RetryableError. 429 and 5xx are retried with backoff that
 honours Retry-After (up to the policy's cap), then RetryableError (429) or
 ProviderUnreachableError (5xx). Creates are retried only when the request cannot have been
-processed (a refused connection, 429). Messages never contain a token or password.
+processed (a refused connection, 429). A redirect is not followed (the API server's address
+belongs in the kubeconfig) but reported with where it pointed. Messages never contain a
+token or password: every string the server sent (reason phrase, Status reason and message,
+Location) is scrubbed of them, in every form the shared scrub knows.
 
 Paging: `list` follows `metadata.continue`. A continue token that expired (410 Gone, reason
 Expired) cannot be resumed, and items already yielded cannot be taken back, so `list` raises
@@ -56,6 +59,7 @@ from providers.kubernetes.kubeconfig import (
     read_token_file,
 )
 from providers.retry import backoff_delay
+from providers.urls import UnusableLocation, UrlError, check_location, display, resolve
 
 if TYPE_CHECKING:
     import httpx
@@ -94,6 +98,9 @@ class KubeClient:
         self._token = connection.token
         self._exec: ExecCredential | None = None
         self._secrets: list[str] = list(connection.secrets())
+        if connection.username and connection.password:
+            # Basic auth sends the pair; the shared scrub finds its base64 from it.
+            self._secrets.append(f"{connection.username}:{connection.password}")
 
     def __enter__(self) -> KubeClient:
         return self
@@ -197,6 +204,7 @@ class KubeClient:
                 self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
             ),
             headers={"User-Agent": "shoal", "Accept": "application/json"},
+            event_hooks={"response": [check_location]},
         )
         self._http_cert = cert
         return self._http
@@ -271,6 +279,15 @@ class KubeClient:
                     headers={**headers, **auth},
                     extensions=extensions,
                 )
+            except UnusableLocation as exc:
+                raise ShoalError(
+                    f"kubernetes: {method} {path}: HTTP {exc.status}: the API server "
+                    f"{self._where()} redirects to an unusable Location "
+                    f"({self._scrub(str(exc))}), which shoal does not follow; set the cluster's "
+                    f"server in {self.connection.source} to the address that answers"
+                ) from None
+            except httpx.InvalidURL as exc:  # a path built from a name httpx will not take
+                raise ShoalError(self._scrub(f"kubernetes: {method} {path}: {exc}")) from None
             except httpx.TransportError as exc:
                 tls = self._tls_failure(exc)
                 if tls is not None:
@@ -300,7 +317,8 @@ class KubeClient:
         except ValueError:
             raise ShoalError(
                 f"kubernetes: {method} {path}: the API server answered malformed JSON "
-                f"(HTTP {response.status_code}); is {self.connection.server} a Kubernetes API?"
+                f"(HTTP {response.status_code}); is {display(self.connection.server)} a "
+                "Kubernetes API?"
             ) from None
         if not isinstance(value, dict):
             raise ShoalError(f"kubernetes: {method} {path}: expected a JSON object")
@@ -321,7 +339,7 @@ class KubeClient:
 
     def _where(self) -> str:
         conn = self.connection
-        return f"{conn.server} (context {conn.context!r})"
+        return f"{display(conn.server)} (context {conn.context!r})"
 
     def _unreachable(self, exc: Exception, attempts: int) -> ShoalError:
         reason = self._scrub(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
@@ -367,11 +385,17 @@ class KubeClient:
     ) -> ShoalError:
         code = response.status_code
         status = _status(response)
-        reason = str(status.get("reason") or response.reason_phrase or "")
+        reason = self._scrub(str(status.get("reason") or response.reason_phrase or ""))[:80]
         message = self._scrub(str(status.get("message") or ""))[:300]
         where = f"kubernetes: {method} {path}: HTTP {code} {reason}".rstrip()
         said = f": {message}" if message else ""
         conn = self.connection
+        if 300 <= code < 400:
+            return ShoalError(
+                f"{where}: the API server {self._where()} redirects{self._location(response)}, "
+                f"which shoal does not follow; set the cluster's server in {conn.source} to "
+                "the address that answers"
+            )
         if code == 401:
             return CredentialsError(
                 f"{where}: token expired or invalid; refresh your kubeconfig credentials "
@@ -399,6 +423,17 @@ class KubeClient:
                 "failing, try again later"
             )
         return ShoalError(f"{where}{said}")
+
+    def _location(self, response: httpx.Response) -> str:
+        """Where a redirect points, scrubbed; a malformed Location said as such."""
+        location = response.headers.get("location")
+        if not location:
+            return ""
+        try:
+            target = resolve(str(response.request.url), location)
+        except UrlError as exc:
+            return f" to an unusable Location ({self._scrub(str(exc))})"
+        return f" to {self._scrub(display(target.text))}"
 
 
 def _status(response: httpx.Response) -> Json:

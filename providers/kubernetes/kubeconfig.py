@@ -32,6 +32,7 @@ from typing import Any
 
 from providers.env import ENV_KUBECONFIG
 from providers.errors import ConfigError, CredentialsError, UsageError, scrub
+from providers.urls import UrlError, display, parse
 
 ENV_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
 ENV_SERVICE_PORT = "KUBERNETES_SERVICE_PORT"
@@ -309,7 +310,7 @@ class _Merged:
             "namespace": namespace,
             "source": self.source(),
         }
-        parts.update(_cluster_fields(cluster))
+        parts.update(_cluster_fields(cluster, cluster_name))
         if user is not None:
             parts.update(_user_fields(user, cluster))
         return Connection(**parts)
@@ -377,22 +378,41 @@ def _path(entry: _Entry, key: str) -> Path | None:
     return path
 
 
-def _cluster_fields(cluster: _Entry) -> dict[str, Any]:
-    server = _string(cluster, "server").strip()
-    if not server:
-        raise ConfigError(f"{cluster.at('server')} is missing; set the API server's URL")
-    if "://" not in server:
-        server = "https://" + server  # kubectl's default scheme for a bare host:port
-    if not server.startswith(("https://", "http://")):
-        raise ConfigError(f"{cluster.at('server')}: {server!r} must be an http(s) URL")
+def _cluster_fields(cluster: _Entry, name: str) -> dict[str, Any]:
     ca_data = _data(cluster, "certificate-authority-data")
     return {
-        "server": server.rstrip("/"),
+        "server": _server(cluster, name),
         "ca_data": ca_data,
         "ca_file": None if ca_data else _path(cluster, "certificate-authority"),
         "insecure_skip_tls_verify": _bool(cluster, "insecure-skip-tls-verify"),
         "tls_server_name": _string(cluster, "tls-server-name"),
     }
+
+
+def _server(cluster: _Entry, name: str) -> str:
+    """The cluster's API server URL, checked here: a malformed one is the kubeconfig's to
+    fix (78), not a crash at the first request."""
+    server = _string(cluster, "server").strip()
+    field = f"{cluster.at('server')} (cluster {name!r})"
+    if not server:
+        raise ConfigError(
+            f"{cluster.at('server')} is missing for cluster {name!r}; set the API server's URL"
+        )
+    if "://" not in server:
+        server = "https://" + server  # kubectl's default scheme for a bare host:port
+    try:
+        url = parse(server)
+    except UrlError as exc:
+        raise ConfigError(
+            f"{field}: {display(server)!r} must be an http(s) URL: {exc}; set it to the API "
+            "server's https://HOST:PORT (credentials go in users[].user)"
+        ) from None
+    if url.query or "#" in server:
+        raise ConfigError(
+            f"{field}: {display(server)!r} must not have a query string or fragment; set it to "
+            "the API server's https://HOST:PORT[/PATH]"
+        )
+    return server.rstrip("/")
 
 
 def _user_fields(user: _Entry, cluster: _Entry) -> dict[str, Any]:
@@ -519,11 +539,19 @@ def _in_cluster(env: Mapping[str, str], directory: Path) -> Connection:
             f"(automountServiceAccountToken) or set {ENV_KUBECONFIG}"
         )
     ca_file = directory / "ca.crt"
+    server = f"https://{host}:{port}"
+    try:
+        parse(server)
+    except UrlError as exc:
+        raise ConfigError(
+            f"in-cluster: {ENV_SERVICE_HOST} and {ENV_SERVICE_PORT} make {display(server)!r}, "
+            f"which is not a usable URL: {exc}; fix the pod's environment or set {ENV_KUBECONFIG}"
+        ) from None
     namespace = env.get("POD_NAMESPACE", "").strip()
     if not namespace and (directory / "namespace").is_file():
         namespace = (directory / "namespace").read_text(encoding="utf-8").strip()
     return Connection(
-        server=f"https://{host}:{port}",
+        server=server,
         context=IN_CLUSTER,
         cluster=IN_CLUSTER,
         user="serviceaccount",

@@ -5,7 +5,8 @@ ETag, Content-Length and single-range 206 answers (If-Range honoured), as the pr
 pricing hosts do. Faults are queued per path and consumed one request at a time:
 `status` (e.g. 429 with Retry-After, 503), `drop` (close the connection after N body bytes),
 `truncate` (announce the full length, send N bytes, close) and `garbage` (a malformed body).
-Every request is recorded. The server binds loopback only.
+A Reply may carry its own reason phrase (a hostile server's). Every request is recorded. The
+server binds loopback only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None  # None: the standard reason phrase
 
     @classmethod
     def json(cls, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
@@ -159,7 +161,7 @@ def _make_handler(server: ApiServer) -> type[BaseHTTPRequestHandler]:
             self._send(reply, fault)
 
         def _send(self, reply: Reply, fault: _Fault | None = None) -> None:
-            self.send_response(reply.status)
+            self.send_response(reply.status, reply.reason)
             for name, value in reply.headers.items():
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(reply.body)))

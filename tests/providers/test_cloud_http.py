@@ -144,3 +144,90 @@ def test_deeply_nested_json_is_a_clear_error(api: ApiServer) -> None:
     api.route("/deep", lambda q, h: Reply(200, b"[" * 100_000 + b"]" * 100_000))
     with pytest.raises(ShoalError, match="malformed JSON"):
         http().get_json(api.url("/deep"))
+
+
+# -- hostile servers: nothing a request carried comes back in a message ------------------------
+
+KEY_ID = "AKIAEXAMPLEKEYID0001"
+SIGNATURE = "9f" * 32
+TOKEN = "ya29.tok+en/NEVER=SHOWN"
+
+
+def echo(*secrets: str) -> str:
+    """Each secret as sent, percent-encoded and in base64: how a server could echo it."""
+    import base64
+    from urllib.parse import quote
+
+    return " ".join(
+        f"{s} {quote(s, safe='')} {base64.b64encode(s.encode()).decode()}" for s in secrets
+    )
+
+
+def assert_clean(text: str, *secrets: str) -> None:
+    import base64
+    from urllib.parse import quote
+
+    for secret in secrets:
+        for form in (secret, quote(secret, safe=""), base64.b64encode(secret.encode()).decode()):
+            assert form not in text, f"{form!r} leaked: {text!r}"
+
+
+def test_sigv4_key_id_and_signature_are_scrubbed_from_an_echoing_error(api: ApiServer) -> None:
+    auth = (
+        f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/us-east-1/ec2/aws4_request, "
+        f"SignedHeaders=host;x-amz-date, Signature={SIGNATURE}"
+    )
+    message = f"AuthFailure: {echo(KEY_ID, SIGNATURE, TOKEN)}"
+    api.route("/p", lambda q, h: Reply.json({"Error": {"Message": message}}, 403))
+    with pytest.raises(CredentialsError) as caught:
+        http().get_json(
+            api.url("/p"), headers={"Authorization": auth, "X-Amz-Security-Token": TOKEN}
+        )
+    assert "AuthFailure" in str(caught.value)
+    assert_clean(str(caught.value), KEY_ID, SIGNATURE, TOKEN)
+
+
+def test_a_bearer_token_and_a_query_key_are_scrubbed_without_being_declared(
+    api: ApiServer,
+) -> None:
+    key = "AIza+key/NEVER=SHOWN"
+    message = f"refused {echo(TOKEN, key)}"
+    api.route("/p", lambda q, h: Reply.json({"error": {"message": message}}, 401))
+    from urllib.parse import quote
+
+    with pytest.raises(CredentialsError) as caught:
+        http().get_json(
+            api.url(f"/p?key={quote(key, safe='')}"), headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+    assert "refused" in str(caught.value)
+    assert_clean(str(caught.value), TOKEN, key)
+
+
+def test_a_location_with_user_info_is_refused_unfollowed(api: ApiServer) -> None:
+    location = f"http://u:{TOKEN}@127.0.0.1:{api.base.rsplit(':', 1)[1]}/next"
+    api.route("/p", lambda q, h: Reply(302, b"", {"Location": location}, reason=TOKEN))
+    api.route("/next", lambda q, h: Reply.json({"followed": True}))
+    with pytest.raises(ShoalError, match="HTTP 302 redirect refused") as caught:
+        http(secrets=[TOKEN]).get_json(api.url("/p"))
+    assert_clean(str(caught.value), TOKEN)
+    assert api.requests_to("/next") == []
+
+
+@pytest.mark.parametrize(
+    "location", ["http://127.0.0.1:99999/next", "http://[::1/next", "http://h:port/", "ftp://h/"]
+)
+def test_a_malformed_location_is_a_clear_error_not_a_retried_network_failure(
+    api: ApiServer, location: str
+) -> None:
+    api.route("/p", lambda q, h: Reply(302, b"", {"Location": location}))
+    with pytest.raises(ShoalError, match="HTTP 302 redirect refused, its Location is unusable"):
+        http().get_json(api.url("/p"))
+    assert len(api.requests_to("/p")) == 1
+
+
+@pytest.mark.parametrize("base", ["http://127.0.0.1:99999", "http://[::1", "https://h:port/x"])
+def test_a_malformed_base_url_is_a_config_error(base: str) -> None:
+    from providers.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="base URL setting"):
+        http().get_json(base + "/p")

@@ -164,11 +164,31 @@ def test_an_image_the_engine_lacks_is_1_with_the_hint(cli: Callable[..., Run], s
     assert ("POST", "/containers/create") not in engine.seen
 
 
-@pytest.mark.parametrize("host", ["localhost:2375", "ssh://box", "npipe:////./pipe/docker"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost:2375",
+        "ssh://box",
+        "npipe:////./pipe/docker",
+        "tcp://127.0.0.1:99999",
+        "tcp://127.0.0.1:port",
+        "tcp://[::1:2375",
+        "tcp://:2375",
+        "tcp://127.0.0.1 :2375",
+        "tcp://engine:Pw-9q-NEVER-SHOWN@127.0.0.1:2375",
+        "tcp://127.0.0.1:Pw-9q-NEVER-SHOWN",
+    ],
+)
 def test_a_malformed_docker_host_is_2(cli: Callable[..., Run], host: str) -> None:
-    run = alloc(cli, host, "--dry-run")
+    # SHOAL_DEBUG unset: an unexpected exception would be the one-line "unexpected ..." error.
+    run = cli(
+        "alloc", "--driver", "container", "--cpu", "1", "--ram", "1",
+        "-o", "image=busybox:1", "-o", "entry=sleep 60", "--dry-run",
+        env={"DOCKER_HOST": host, "SHOAL_DEBUG": ""},
+    )  # fmt: skip
     assert run.exit_code == 2, run.stderr
-    assert "DOCKER_HOST" in run.stderr
+    assert "DOCKER_HOST" in run.stderr and "unexpected" not in run.stderr
+    assert "Pw-9q-NEVER-SHOWN" not in run.stderr + run.stdout
 
 
 def test_limits_above_the_engine_are_2_naming_its_totals(

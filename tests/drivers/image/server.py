@@ -3,7 +3,8 @@
 Files are registered with `ImageServer.add`; the server answers GET/HEAD with ETag,
 Accept-Ranges and single-range 206 responses (honouring If-Range), optional basic auth,
 redirects (also to the second loopback name `localhost`) and faults injected on demand
-(`drop`, `stall`, `truncate`, `status`, `wrong_checksum`, `corrupt`, `delay`).
+(`drop`, `stall`, `truncate`, `status`, `wrong_checksum`, `corrupt`, `delay`, `raw`); a
+`status` fault may carry a reason phrase and a body of the test's choosing (hostile servers).
 Every request is recorded in `ImageServer.requests`.
 
 Only loopback is ever used: the server binds 127.0.0.1 and `url()` refuses other hosts.
@@ -30,7 +31,7 @@ from urllib.parse import urlsplit
 
 CHUNK = 64 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
-FAULT_KINDS = ("drop", "stall", "truncate", "status", "wrong_checksum", "corrupt", "delay")
+FAULT_KINDS = ("drop", "stall", "truncate", "status", "wrong_checksum", "corrupt", "delay", "raw")
 # Faults that shape the body: only a GET for a registered file can consume them.
 BODY_FAULTS = ("drop", "stall", "truncate", "corrupt")
 CHECKSUM_HEADERS = (
@@ -100,6 +101,8 @@ class Fault:
     status: int = 503
     headers: dict[str, str] = field(default_factory=dict)
     method: str | None = None
+    reason: str | None = None  # `status`: the reason phrase (None: the standard one)
+    body: bytes | None = None  # `status`: the body; `raw`: the whole answer, bytes as given
     hits: int = 0
 
     @property
@@ -336,6 +339,8 @@ class ImageServer:
         status: int = 503,
         headers: dict[str, str] | None = None,
         method: str | None = None,
+        reason: str | None = None,
+        body: bytes | None = None,
     ) -> Fault:
         """Inject a fault into the next `times` matching requests for `path` (None = forever).
 
@@ -348,6 +353,8 @@ class ImageServer:
           wrong_checksum serve normally but with a wrong X-Checksum-Sha256 header
           corrupt        serve normally but flip the body byte at offset `at` (same length/ETag)
           delay          wait `seconds` (or until stop) before sending the response headers
+          raw            send `body` as the whole answer (status line included), then close
+        A `status` fault sends `reason` as its reason phrase and `body` as its body when given.
         drop/stall/truncate/corrupt are only consumed by GETs of a registered file; the others
         by any request past auth. `method` restricts a fault to one method (e.g. "HEAD").
         """
@@ -361,6 +368,8 @@ class ImageServer:
             status=status,
             headers=dict(headers or {}),
             method=method.upper() if method else None,
+            reason=reason,
+            body=body,
         )
         with self._lock:
             self._faults.setdefault(_norm(path), []).append(new)
@@ -491,21 +500,31 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner.requests.append(record)
         return record
 
-    def _start(self, record: Request, status: int, headers: dict[str, str]) -> None:
+    def _start(
+        self, record: Request, status: int, headers: dict[str, str], reason: str | None = None
+    ) -> None:
         record.status = status
-        self.send_response(status)
+        self.send_response(status, reason)
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
 
-    def _simple(self, record: Request, status: int, headers: dict[str, str] | None = None) -> None:
-        body = f"{status} {self.responses.get(status, ('',))[0]}\n".encode()
+    def _simple(
+        self,
+        record: Request,
+        status: int,
+        headers: dict[str, str] | None = None,
+        reason: str | None = None,
+        body: bytes | None = None,
+    ) -> None:
+        if body is None:
+            body = f"{status} {self.responses.get(status, ('',))[0]}\n".encode()
         all_headers = {
             "Content-Type": "text/plain",
             "Content-Length": str(len(body)),
             **(headers or {}),
         }
-        self._start(record, status, all_headers)
+        self._start(record, status, all_headers, reason)
         if self.command != "HEAD":
             self.wfile.write(body)
 
@@ -540,7 +559,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
         if fault is not None and fault.kind == "status":
-            self._simple(record, fault.status, fault.headers)
+            self._simple(record, fault.status, fault.headers, fault.reason, fault.body)
+            return
+        if fault is not None and fault.kind == "raw":
+            self.wfile.write(fault.body or b"")
+            self.wfile.flush()
+            self.close_connection = True
             return
         if redirect is not None:
             self._simple(record, redirect.status, {"Location": redirect.to_url})

@@ -14,7 +14,8 @@ nodes, pods and jobs, for tests and the benchmark.
   401 Status otherwise; 403 Status for namespaces in `forbidden_namespaces`.
 - faults, consumed one request at a time: `status` (429 with Retry-After, 503, ...), `drop`
   (close the connection without answering), `expire` (410 Expired for the next request that
-  carries a continue token).
+  carries a continue token), `reply` (a hostile server: any status, reason phrase, headers and
+  body, before authentication).
 
 Objects are serialised once, when stored; a list answer joins pre-made bytes, so 5,000 nodes
 and 100,000 pods page out quickly. State is one dict per resource under one lock.
@@ -71,11 +72,13 @@ class Seen:
 
 @dataclass
 class _Fault:
-    kind: str  # status | drop | expire
+    kind: str  # status | drop | expire | reply
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     path: str | None = None
     method: str | None = None
+    body: bytes = b""  # reply
+    reason: str | None = None  # reply: the reason phrase (None: the standard one)
 
 
 @dataclass
@@ -88,10 +91,17 @@ class _Obj:
 class Reply(Exception):
     """An answer short-circuiting the handler: a Status, or raw bytes."""
 
-    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        reason: str | None = None,
+    ) -> None:
         self.status = status
         self.body = body
         self.headers = headers or {}
+        self.reason = reason
 
 
 def status_body(
@@ -307,12 +317,19 @@ class ApiServer:
         path: str | None = None,
         method: str | None = None,
         times: int = 1,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        reason: str | None = None,
     ) -> None:
-        if kind not in ("status", "drop", "expire"):
+        if kind not in ("status", "drop", "expire", "reply"):
             raise ValueError(f"unknown fault {kind!r}")
-        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        extra = dict(headers or {})
+        if retry_after is not None:
+            extra["Retry-After"] = str(retry_after)
         with self._lock:
-            self._faults.extend(_Fault(kind, status, headers, path, method) for _ in range(times))
+            self._faults.extend(
+                _Fault(kind, status, extra, path, method, body, reason) for _ in range(times)
+            )
 
     def _take_fault(self, method: str, path: str, query: dict[str, list[str]]) -> _Fault | None:
         with self._lock:
@@ -344,13 +361,16 @@ class ApiServer:
         headers: dict[str, str],
         body: bytes,
         peer_cert: bool,
-    ) -> tuple[int, bytes, dict[str, str]]:
+    ) -> tuple[int, bytes, dict[str, str], str | None]:
+        """(status, body, headers, reason phrase or None for the standard one)."""
         with self._lock:
             self.seen.append(Seen(method, path, query, headers, body))
         fault = self._take_fault(method, path, query)
         if fault is not None and fault.kind == "drop":
             raise ConnectionAbortedError("fault: drop")
         try:
+            if fault is not None and fault.kind == "reply":
+                raise Reply(fault.status, fault.body, fault.headers, fault.reason)
             self._authenticate(headers, peer_cert)
             if fault is not None and fault.kind == "status":
                 reason = {429: "TooManyRequests", 503: "ServiceUnavailable"}.get(
@@ -368,9 +388,10 @@ class ApiServer:
                     "The provided continue parameter is too old to display a consistent list "
                     "result. You can start a new list without the continue parameter.",
                 )
-            return self._route(method, path, query, body)
+            code, payload, extra = self._route(method, path, query, body)
+            return code, payload, extra, None
         except Reply as reply:
-            return reply.status, reply.body, reply.headers
+            return reply.status, reply.body, reply.headers, reply.reason
 
     def _authenticate(self, headers: dict[str, str], peer_cert: bool) -> None:
         if not self.tokens and self.client_certs == "none":
@@ -692,7 +713,7 @@ def _make_handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
             if isinstance(self.connection, ssl.SSLSocket):
                 peer = bool(self.connection.getpeercert())
             try:
-                code, payload, extra = api.handle(
+                code, payload, extra, reason = api.handle(
                     self.command,
                     parts.path,
                     parse_qs(parts.query, keep_blank_values=True),
@@ -703,7 +724,7 @@ def _make_handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
             except ConnectionAbortedError:
                 self.close_connection = True
                 return
-            self.send_response(code)
+            self.send_response(code, reason)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             for name, value in extra.items():

@@ -33,7 +33,7 @@ from providers.kubernetes.kubeconfig import (
     ExecSpec,
     forget_exec_credentials,
 )
-from tests.providers.kubernetes.apiserver import ApiServer, node, pod
+from tests.providers.kubernetes.apiserver import ApiServer, node, pod, status_body
 from tests.providers.kubernetes.certs import OPENSSL_MISSING, Certs, have_openssl, make_certs
 
 TOKEN = "tok-0123456789abcdef"
@@ -469,3 +469,64 @@ def test_basic_auth_header() -> None:
     with KubeClient(conn, transport=httpx.MockTransport(answer)) as client:
         assert list(client.list("/api/v1/nodes")) == []
     assert seen == ["Basic " + base64.b64encode(b"u:pw-1234").decode()]
+
+
+# -- hostile servers ---------------------------------------------------------------------------
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_status_reason_and_reason_phrase_echoing_the_token_are_scrubbed(api: ApiServer) -> None:
+    from urllib.parse import quote
+
+    said = f"no {b64(TOKEN)} {quote(TOKEN)} {TOKEN.upper()}"
+    api.fault("reply", status=403, body=status_body(403, TOKEN, said), reason=f"x {TOKEN}")
+    with (
+        KubeClient(connect(api), policy=POLICY) as client,
+        pytest.raises(CredentialsError) as err,
+    ):
+        client.get("/api/v1/nodes")
+    message = str(err.value)
+    assert message.startswith("kubernetes: GET /api/v1/nodes: HTTP 403 ***: no ***")
+    assert TOKEN.lower() not in message.lower() and b64(TOKEN) not in message
+
+
+def test_basic_auth_echoed_as_base64_is_scrubbed() -> None:
+    from providers.http import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        said = f"who is {request.headers['authorization']}?"
+        return httpx.Response(403, json={"kind": "Status", "reason": "Forbidden", "message": said})
+
+    conn = Connection(
+        server="https://k8s.invalid", context="c", cluster="c", username="u", password="pw-1234"
+    )
+    with (
+        KubeClient(conn, transport=httpx.MockTransport(answer)) as client,
+        pytest.raises(CredentialsError) as err,
+    ):
+        client.get("/api/v1/nodes")
+    assert b64("u:pw-1234") not in str(err.value) and "who is Basic ***?" in str(err.value)
+
+
+def test_a_redirect_is_reported_scrubbed_and_not_followed(api: ApiServer) -> None:
+    api.fault("reply", status=307, headers={"Location": f"{api.base}/{TOKEN}/api"})
+    with (
+        KubeClient(connect(api), policy=POLICY) as client,
+        pytest.raises(ShoalError, match=r"redirects to http://127\.0\.0\.1:\d+/\*\*\*/api, which"),
+    ):
+        client.get("/api/v1/nodes")
+    assert len(api.requests()) == 1
+
+
+def test_a_redirect_to_a_malformed_location_is_reported_not_retried(api: ApiServer) -> None:
+    api.fault("reply", status=302, headers={"Location": f"http://127.0.0.1:{TOKEN}/api"})
+    with (
+        KubeClient(connect(api), policy=POLICY) as client,
+        pytest.raises(ShoalError) as err,
+    ):
+        client.get("/api/v1/nodes")
+    assert "redirects to an unusable Location (its port is not a number)" in str(err.value)
+    assert TOKEN not in str(err.value) and len(api.requests()) == 1

@@ -305,6 +305,41 @@ def test_bad_fields_name_file_and_field(
     assert str(path) in str(err.value) and field in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        ("https://10.0.0.1:99999", "its port 99999 is out of range 1-65535"),
+        ("10.0.0.1:6443x", "its port is not a number"),
+        ("https://[fd00::1:6443", "its host has a '[' without its ']'"),
+        ("https://host:port", "its port is not a number"),
+        ("https://", "it has no host"),
+        ("https://a b:6443", "a space or a control character"),
+        ("https://10.0.0.1:6443/\x00", "a space or a control character"),
+        (f"https://admin:{SECRET}@10.0.0.1:6443", "user name or password"),
+        (f"https://10.0.0.1:{SECRET}", "its port is not a number"),
+        ("https://10.0.0.1:6443?x=1", "must not have a query string or fragment"),
+    ],
+)
+def test_a_malformed_server_names_file_cluster_and_field_never_the_secret(
+    tmp_path: Path, server: str, said: str
+) -> None:
+    path = write(tmp_path / "kc", config(clusters={"dev": {"server": server}}))
+    with pytest.raises(ConfigError) as err:
+        load_connection(env_for(path), None)
+    message = str(err.value)
+    assert message.startswith(f"{path}: clusters[0].cluster.server (cluster 'dev'): ")
+    assert said in message and SECRET not in message
+
+
+@pytest.mark.parametrize(("host", "port"), [("10.96.0.1", "99999"), ("10.96.0.1", "https")])
+def test_in_cluster_with_a_malformed_service_address_is_a_config_error(
+    tmp_path: Path, host: str, port: str
+) -> None:
+    env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+    with pytest.raises(ConfigError, match="KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT"):
+        load_connection(env, None, home=tmp_path, service_account_dir=service_account(tmp_path))
+
+
 def test_unknown_context_lists_known_ones(tmp_path: Path) -> None:
     path = write(
         tmp_path / "kc",
