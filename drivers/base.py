@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from drivers.types import ApplicationTask, LabelDefinition, Resource, Resources
 
@@ -52,3 +52,28 @@ class ResourceDriver(Protocol):
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None: ...
 
     def deallocate(self, res: Resource) -> None: ...
+
+
+# -- optional abilities beyond the spec's interface: a driver has them or not ----------------
+
+
+@runtime_checkable
+class ChecksMetadata(Protocol):
+    """Refuses metadata it cannot carry before anything is reserved."""
+
+    def validate_metadata(self, metadata: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class DescribesWorkload(Protocol):
+    """Tells what a workload is doing (kubernetes: phase and reason; container: exit code)."""
+
+    def describe(self, res: Resource) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ListsRemote(Protocol):
+    """Lists what its shared backend holds for shoal, whichever machine made it. Each row
+    has `id`, `driver`, `status`, `created` (RFC 3339) and `note`, then its own fields."""
+
+    def remote_allocations(self) -> list[dict[str, Any]]: ...

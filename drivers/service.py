@@ -151,9 +151,10 @@ def allocate(
     driver = prepare(ctx, definition)
     # An optional check beyond the spec's interface, so bad metadata is refused before a
     # reservation is written rather than after.
-    validate_metadata = getattr(driver, "validate_metadata", None)
-    if validate_metadata is not None:
-        validate_metadata(metadata)
+    from drivers.base import ChecksMetadata
+
+    if isinstance(driver, ChecksMetadata):
+        driver.validate_metadata(metadata)
     recover(ctx)
     expires = expires_at(definition)
     alloc_id = ctx.ledger.reserve(
@@ -254,10 +255,12 @@ def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
         return out
     out["driver_status"] = seen
     # Optional beyond the spec: what the workload is doing (kubernetes: phase and reason).
-    describe_workload = getattr(ctx.driver(row.driver), "describe", None)
-    if describe_workload is not None:
+    from drivers.base import DescribesWorkload
+
+    driver = ctx.driver(row.driver)
+    if isinstance(driver, DescribesWorkload):
         try:
-            out["detail"] = describe_workload(_resource(row))
+            out["detail"] = driver.describe(_resource(row))
         except ShoalError as exc:
             out["detail"] = {"error": str(exc)}
     if row.status == L.ALLOCATED and seen == STATUS_NONE:
@@ -289,13 +292,14 @@ def remote_allocations(ctx: Drivers, driver_name: str) -> list[dict[str, Any]]:
     """What a driver's shared backend holds for shoal, whichever machine made it (an
     optional driver method beyond the spec: kubernetes pods and jobs, engine containers)."""
     driver = ctx.driver(driver_name)
-    listing = getattr(driver, "remote_allocations", None)
-    if listing is None:
+    from drivers.base import ListsRemote
+
+    if not isinstance(driver, ListsRemote):
         raise UsageError(
             f"driver {driver.name()} keeps no shared state to list; `shoal status` lists "
             "this machine's allocations"
         )
-    return list(listing())
+    return list(driver.remote_allocations())
 
 
 def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> dict[str, Any]:

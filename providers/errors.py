@@ -15,6 +15,10 @@ from collections.abc import Iterable, Mapping
 class ShoalError(Exception):
     """Base of every expected failure: an ordinary error (exit 1)."""
 
+    # Failures that came before this one in the same command (other providers of a
+    # multi-provider query), printed first, each once.
+    earlier: tuple[str, ...] = ()
+
 
 class UsageError(ShoalError):
     """The user's input is malformed: flags, selectors, times, definitions (exit 2)."""
