@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from providers.models import RegionResourceItem, Resource, ResourceStatItem
+
+if TYPE_CHECKING:
+    from drivers.views import Summary
 
 ALLOCATION_COLUMNS = ["ID", "Driver", "Status", "CPU", "GiB", "Age", "Expires", "Note"]
 WIDE_COLUMNS = ["Created (UTC)", "Expires (UTC)"]
@@ -90,22 +93,22 @@ def expires_in(stamp: Any, now: Any) -> str | None:
     return compact(left) if left > 0 else "expired"
 
 
-def allocation_rows(rows: list[dict[str, Any]], wide: bool) -> list[list[Any]]:
+def allocation_rows(rows: Sequence[Summary], wide: bool) -> list[list[Any]]:
     """`status` rows: relative times in the table (absolute ones in JSON and `-o wide`)."""
     from providers.timeutil import utcnow
 
     now = utcnow()
     return [
         [
-            r.get("id"),
-            r.get("driver"),
-            r.get("status"),
-            r.get("cpu"),
-            r.get("ram"),
-            age(r.get("created"), now),
-            expires_in(r.get("expires"), now),
-            r.get("note") or None,
-            *([_rfc3339(r.get("created")), _rfc3339(r.get("expires"))] if wide else []),
+            r.id,
+            r.driver,
+            r.status,
+            r.cpu,
+            r.ram,
+            age(r.created, now),
+            expires_in(r.expires, now),
+            r.note or None,
+            *([_rfc3339(r.created), _rfc3339(r.expires)] if wide else []),
         ]
         for r in rows
     ]

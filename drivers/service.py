@@ -11,11 +11,12 @@ import json
 import signal
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from drivers import ledger as L
 from drivers.ledger import Allocation, Ledger
+from drivers.views import ERROR, AllocationView, DryRun, FreeResult, StatusView, Summary
 from providers.errors import (
     LedgerWriteError,
     NotFoundError,
@@ -119,28 +120,28 @@ def prepare(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
     return driver
 
 
-def dry_run(ctx: Drivers, definition: LabelDefinition) -> dict[str, Any]:
+def dry_run(ctx: Drivers, definition: LabelDefinition) -> DryRun:
     from drivers.base import UNLIMITED
 
     driver = prepare(ctx, definition)
     recover(ctx)
     usage = ctx.ledger.node_usage(driver.name() if driver.is_remote() else None)
     count = _capacity(driver, usage, definition)
-    return {
-        "driver": driver.name(),
-        "fits": None if count >= UNLIMITED else count,
-        "unlimited": count >= UNLIMITED,
-        "node_usage": {"cpu": usage.cpu, "ram": usage.ram},
-        "definition": _public_definition(to_wire(definition)),
-    }
+    return DryRun(
+        driver=driver.name(),
+        fits=None if count >= UNLIMITED else count,
+        unlimited=count >= UNLIMITED,
+        node_usage={"cpu": usage.cpu, "ram": usage.ram},
+        definition=_public_definition(to_wire(definition)),
+    )
 
 
 def allocate(
     ctx: Drivers,
     definition: LabelDefinition,
     metadata: dict[str, Any],
-    committed: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    committed: Callable[[AllocationView], None] | None = None,
+) -> AllocationView:
     """Reserve, allocate, record. Up to the record an interrupt undoes the allocation; from
     the record on it is finished: `committed` (which prints the id) runs with Ctrl-C
     ignored, and Ctrl-C stays ignored after it, so a caller never exits 130 holding a live
@@ -210,21 +211,21 @@ def allocate(
     return result
 
 
-def describe(row: Allocation) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "driver": row.driver,
-        "status": row.status,
-        "cpu": row.cpu,
-        "ram": row.ram,
-        "created": row.created,
-        "expires": row.expires,
-        "updated": row.updated,
-        "note": row.note,
-        "resource": _public_state(row.state),
-        "definition": _public_definition(row.definition),
-        "metadata": row.metadata,
-    }
+def describe(row: Allocation) -> AllocationView:
+    return AllocationView(
+        id=row.id,
+        driver=row.driver,
+        status=row.status,
+        cpu=row.cpu,
+        ram=row.ram,
+        created=row.created,
+        expires=row.expires,
+        updated=row.updated,
+        note=row.note,
+        resource=_public_state(row.state),
+        definition=_public_definition(row.definition),
+        metadata=row.metadata,
+    )
 
 
 def _public_state(state: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -237,55 +238,54 @@ def _public_definition(definition: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in definition.items() if k != "authentication"}
 
 
-def status(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
+def status(ctx: Drivers, alloc_id: str) -> StatusView:
     from drivers.types import STATUS_ALLOCATED, STATUS_NONE
 
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
-    out = describe(row)
-    out["driver_status"] = None
-    out["drift"] = None
+    view = describe(row)
     if row.status not in (L.ALLOCATED, L.GONE):
-        return out
-    try:
-        seen = ctx.driver(row.driver).status(_resource(row))
-    except ShoalError as exc:
-        out["driver_status"] = "ERROR"
-        out["drift"] = f"driver could not report status: {exc}"
-        return out
-    out["driver_status"] = seen
-    # Optional beyond the spec: what the workload is doing (kubernetes: phase and reason).
-    from drivers.base import DescribesWorkload
-
+        return StatusView(view)
     driver = ctx.driver(row.driver)
-    if isinstance(driver, DescribesWorkload):
-        try:
-            out["detail"] = driver.describe(_resource(row))
-        except ShoalError as exc:
-            out["detail"] = {"error": str(exc)}
+    try:
+        seen = driver.status(_resource(row))
+    except ShoalError as exc:
+        return StatusView(view, "ERROR", f"driver could not report status: {exc}")
+    detail = _detail(driver, row)
     if row.status == L.ALLOCATED and seen == STATUS_NONE:
         try:
             ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
         except LedgerWriteError as exc:
-            out["drift"] = f"ledger says ALLOCATED but the driver reports NONE; not recorded: {exc}"
-            return out
-        out["drift"] = "ledger said ALLOCATED but the driver reports NONE; marked GONE"
-        out["status"] = L.GONE
-    elif row.status == L.GONE and seen == STATUS_ALLOCATED:
+            drift = f"ledger says ALLOCATED but the driver reports NONE; not recorded: {exc}"
+            return StatusView(view, seen, drift, detail)
+        drift = "ledger said ALLOCATED but the driver reports NONE; marked GONE"
+        return StatusView(replace(view, status=L.GONE), seen, drift, detail)
+    if row.status == L.GONE and seen == STATUS_ALLOCATED:
         from drivers.types import LabelDefinition
 
-        driver = ctx.driver(row.driver)
         definition = from_wire(LabelDefinition, row.definition, strict=False)
         # Back only if it fits: others may have taken its place while it was gone.
         if ctx.ledger.readmit(row.id, lambda usage: _capacity(driver, usage, definition)):
-            out["drift"] = "ledger said GONE but the driver reports it again; marked ALLOCATED"
-            out["status"] = L.ALLOCATED
-        else:
-            out["drift"] = (
-                "ledger said GONE and the driver reports it again, but there is no capacity "
-                f"for it now; it stays GONE: `shoal free {row.id}` releases it"
-            )
-    return out
+            drift = "ledger said GONE but the driver reports it again; marked ALLOCATED"
+            return StatusView(replace(view, status=L.ALLOCATED), seen, drift, detail)
+        drift = (
+            "ledger said GONE and the driver reports it again, but there is no capacity "
+            f"for it now; it stays GONE: `shoal free {row.id}` releases it"
+        )
+        return StatusView(view, seen, drift, detail)
+    return StatusView(view, seen, None, detail)
+
+
+def _detail(driver: ResourceDriver, row: Allocation) -> dict[str, Any] | None:
+    """What the workload is doing, from drivers that can tell (kubernetes: phase, reason)."""
+    from drivers.base import DescribesWorkload
+
+    if not isinstance(driver, DescribesWorkload):
+        return None
+    try:
+        return driver.describe(_resource(row))
+    except ShoalError as exc:
+        return {"error": str(exc)}
 
 
 def remote_allocations(ctx: Drivers, driver_name: str) -> list[dict[str, Any]]:
@@ -302,7 +302,7 @@ def remote_allocations(ctx: Drivers, driver_name: str) -> list[dict[str, Any]]:
     return list(driver.remote_allocations())
 
 
-def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> dict[str, Any]:
+def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> FreeResult:
     """Free an allocation a shared backend holds, whichever machine made it: through this
     ledger when it is ours, else straight in the backend (a crashed CI runner's pods)."""
     from drivers.types import Resource
@@ -320,13 +320,13 @@ def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> dict[str, Any]
             f"`shoal status --remote {driver_name}` lists them"
         )
     driver.deallocate(Resource(identifier=alloc_id))
-    return {
-        "id": alloc_id,
-        "status": L.FREED,
-        "changed": True,
-        "message": f"{alloc_id}: freed in {driver.name()} (made on another machine; "
-        "not in this machine's ledger)",
-    }
+    return FreeResult(
+        alloc_id,
+        L.FREED,
+        True,
+        f"{alloc_id}: freed in {driver.name()} (made on another machine; not in this "
+        "machine's ledger)",
+    )
 
 
 SORT_KEYS = ("id", "driver", "status", "cpu", "ram", "created", "expires", "updated")
@@ -382,12 +382,12 @@ class Listing:
 
 def list_allocations(
     ctx: Drivers, *, include_ended: bool, listing: Listing | None = None
-) -> list[dict[str, Any]]:
+) -> list[Summary]:
     recover(ctx)
     listing = listing or Listing()
     # Naming a status asks for it whether or not it has ended.
     rows = ctx.ledger.summaries(include_ended=include_ended or bool(listing.statuses))
-    return listing.apply(rows)
+    return [Summary.from_json(r) for r in listing.apply(rows)]
 
 
 def list_allocations_json(ctx: Drivers, *, include_ended: bool) -> list[str]:
@@ -396,19 +396,14 @@ def list_allocations_json(ctx: Drivers, *, include_ended: bool) -> list[str]:
     return ctx.ledger.summaries_json(include_ended=include_ended)
 
 
-def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
+def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
     if row.status in (L.FREED, L.FAILED):
         already = (
             "already freed" if row.status == L.FREED else "allocation had failed; nothing held"
         )
-        return {
-            "id": row.id,
-            "status": row.status,
-            "changed": False,
-            "message": f"{row.id}: {already} ({row.updated})",
-        }
+        return FreeResult(row.id, row.status, False, f"{row.id}: {already} ({row.updated})")
     if row.status == L.FREEING and row.owner_alive():
         # Another shoal is freeing it: that is what we were asked for. Wait for its outcome.
         return _await_other_free(ctx, row, note)
@@ -434,13 +429,13 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> dict[str, Any]:
         raise
     with _no_interrupts():
         ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,))
-    return {"id": row.id, "status": L.FREED, "changed": True, "message": f"{row.id}: {note}"}
+    return FreeResult(row.id, L.FREED, True, f"{row.id}: {note}")
 
 
 OTHER_FREE_WAIT_SECONDS = 120.0
 
 
-def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> dict[str, Any]:
+def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> FreeResult:
     import time
 
     deadline = time.monotonic() + OTHER_FREE_WAIT_SECONDS
@@ -448,12 +443,10 @@ def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> dict[str, Any
         time.sleep(0.05)
         now = ctx.ledger.get(row.id)
         if now.status == L.FREED:
-            return {
-                "id": row.id,
-                "status": L.FREED,
-                "changed": False,  # not by this command, but freed as asked
-                "message": f"{row.id}: freed (by shoal process {row.owner_pid})",
-            }
+            # Not by this command, but freed as asked.
+            return FreeResult(
+                row.id, L.FREED, False, f"{row.id}: freed (by shoal process {row.owner_pid})"
+            )
         if now.status != L.FREEING or not now.owner_alive():
             return free(ctx, row.id, note=note)  # it failed or died: decide again
     raise RetryableError(
@@ -464,7 +457,7 @@ def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> dict[str, Any
 
 def _free_unrecorded(
     ctx: Drivers, row: Allocation, note: str, cause: LedgerWriteError
-) -> dict[str, Any]:
+) -> FreeResult:
     """The ledger cannot be written (a full disk): free the workload first, since that is
     what the user needs, then record it if the ledger lets us."""
     ctx.driver(row.driver).deallocate(_resource(row))
@@ -475,17 +468,17 @@ def _free_unrecorded(
             f"{row.id}: freed in {row.driver}, but the ledger could not record it ({cause}); "
             f"once there is room, `shoal status {row.id}` records it as GONE"
         ) from None
-    return {"id": row.id, "status": L.FREED, "changed": True, "message": f"{row.id}: {note}"}
+    return FreeResult(row.id, L.FREED, True, f"{row.id}: {note}")
 
 
-def free_expired(ctx: Drivers) -> list[dict[str, Any]]:
+def free_expired(ctx: Drivers) -> list[FreeResult]:
     recover(ctx)
     results = []
     for row in ctx.ledger.expired(utcnow()):
         try:
             results.append(free(ctx, row.id, note=f"expired at {row.expires}"))
         except ShoalError as exc:
-            results.append({"id": row.id, "status": "ERROR", "changed": False, "message": str(exc)})
+            results.append(FreeResult(row.id, ERROR, False, str(exc)))
     return results
 
 

@@ -15,6 +15,7 @@ from providers.errors import UsageError
 if TYPE_CHECKING:
     from drivers.service import Drivers
     from drivers.types import LabelDefinition
+    from drivers.views import AllocationView, FreeResult, Summary
 
 
 def _drivers(ctx: typer.Context) -> "Drivers":
@@ -117,7 +118,10 @@ def alloc(
     ctx: typer.Context,
     definition: Annotated[
         str | None,
-        typer.Argument(help="Definition file (JSON or YAML), or - for stdin. Flags override it."),
+        typer.Argument(
+            help="A definition file (JSON or YAML), or - to read one from stdin; flags add to "
+            "it and override it."
+        ),
     ] = None,
     driver: Annotated[
         str | None,
@@ -164,7 +168,19 @@ def alloc(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Allocate a resource from a definition; exits 75 when there is no capacity."""
+    """Allocate a resource from a definition and print its id.
+
+    The definition names the driver, resources and options; flags add to it or override
+    it, and flags alone are a definition too. Exits 75 when there is no capacity now;
+    --dry-run prints how many such definitions fit instead.
+
+    \b
+    Examples:
+      shoal alloc --driver process --cpu 1 --ram 1 -o entry='sleep 3600'
+      shoal alloc job.yaml --lifetime 2h
+      shoal alloc - --dry-run < job.json
+      shoal alloc --driver test/dev --cpu 2 --ram 4 --json
+    """
     as_json = output.select(as_json, output_format)
     from drivers import service
 
@@ -185,31 +201,32 @@ def alloc(
         if dry_run:
             result = service.dry_run(svc, parsed)
             if as_json:
-                output.emit_json(result)
+                output.emit_json(result.to_json())
             else:
-                fits = "unlimited" if result["unlimited"] else str(result["fits"])
+                fits = "unlimited" if result.unlimited else str(result.fits)
                 sys.stdout.write(f"{fits}\n")
-                output.message(f"{result['driver']}: {fits} such definitions fit now")
+                output.message(f"{result.driver}: {fits} such definitions fit now")
             return
         service.allocate(svc, parsed, metadata, committed=lambda got: _report(got, as_json))
     finally:
         _flush_warnings(svc)
 
 
-def _report(result: dict[str, Any], as_json: bool) -> None:
+def _report(result: "AllocationView", as_json: bool) -> None:
     """Print a committed allocation (the service runs this with Ctrl-C held off)."""
     if as_json:
-        output.emit_json(result)
+        output.emit_json(result.to_json())
         return
-    sys.stdout.write(f"{result['id']}\n")
+    sys.stdout.write(f"{result.id}\n")
     sys.stdout.flush()
-    output.message(f"allocated {result['id']} on {result['driver']}")
+    output.message(f"allocated {result.id} on {result.driver}")
 
 
 def status(
     ctx: typer.Context,
     alloc_id: Annotated[
-        str | None, typer.Argument(metavar="[ID]", help="Allocation id; none lists all.")
+        str | None,
+        typer.Argument(metavar="[ID]", help="Allocation id; without one, list allocations."),
     ] = None,
     include_ended: Annotated[
         bool, typer.Option("--all", help="Also list freed and failed ones.")
@@ -244,7 +261,19 @@ def status(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Show one allocation, reconciled with its driver, or list allocations."""
+    """Show one allocation, reconciled with its driver, or list them.
+
+    With an ID: its fields, the driver's own status and any drift between the two.
+    Without: the allocations that have not ended (--all adds freed and failed ones),
+    filtered by --driver and --status and ordered by --sort.
+
+    \b
+    Examples:
+      shoal status
+      shoal status process-35473a1e
+      shoal status --driver test --status allocated,failed --sort -created
+      shoal status --remote kubernetes --json
+    """
     as_json = output.select(as_json, output_format)
     from drivers import service
 
@@ -257,7 +286,10 @@ def status(
         if as_json:
             output.emit_json(found)
         else:
-            _allocation_table(f"{remote}: shoal's allocations (any machine)", found)
+            from drivers.views import Summary
+
+            shown = [Summary.from_json(row) for row in found]
+            _allocation_table(f"{remote}: shoal's allocations (any machine)", shown)
         return
     try:
         if alloc_id is None and as_json and listing.is_plain():
@@ -271,24 +303,25 @@ def status(
         _flush_warnings(svc)
     if alloc_id is None:
         if as_json:
-            output.emit_json(rows)
+            output.emit_json([row.to_json() for row in rows])
         else:
             _allocation_table("allocations", rows)
         return
     if as_json:
-        output.emit_json(one)
+        output.emit_json(one.to_json())
         return
+    described = one.to_json()
     fields = ["id", "driver", "status", "driver_status", "cpu", "ram", "created", "expires", "note"]
-    table_rows: list[list[Any]] = [[f, one.get(f)] for f in fields]
+    table_rows: list[list[Any]] = [[f, described.get(f)] for f in fields]
     table_rows += [
-        [f"detail.{k}", v] for k, v in (one.get("detail") or {}).items() if v not in ("", None)
+        [f"detail.{k}", v] for k, v in (one.detail or {}).items() if v not in ("", None)
     ]
     output.table(None, ["Field", "Value"], table_rows)
-    if one["drift"]:
-        output.warn(f"drift: {one['drift']}")
+    if one.drift:
+        output.warn(f"drift: {one.drift}")
 
 
-def _allocation_table(title: str, rows: list[dict[str, Any]]) -> None:
+def _allocation_table(title: str, rows: "list[Summary]") -> None:
     from cli.render import ALLOCATION_COLUMNS, WIDE_COLUMNS, allocation_rows
 
     if not rows:
@@ -325,7 +358,18 @@ def free(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Deallocate a resource and record it; freeing twice is harmless."""
+    """Free allocations and record each; freeing twice is harmless.
+
+    Give IDs or --expired. Every ID is tried even when one fails; the exit code is then
+    the first failure's.
+
+    \b
+    Examples:
+      shoal free process-35473a1e
+      shoal free test-4b113fb1 test-e5f2cb7f --json
+      shoal free --expired
+      shoal free --remote kubernetes kubernetes-9f2c41d0
+    """
     as_json = output.select(as_json, output_format)
     from drivers import service
 
@@ -347,39 +391,48 @@ def free(
             results, code = _free_each(svc, ids, remote)
     finally:
         _flush_warnings(svc)
+    from drivers.views import ERROR
+
     if as_json:
-        output.emit_json(results if expired or len(ids) > 1 else results[0])
+        shown = [r.to_json() for r in results]
+        output.emit_json(shown if expired or len(ids) > 1 else shown[0])
     else:
         for r in results:
-            (output.error if r["status"] == "ERROR" else output.message)(r["message"])
-    if code or any(r["status"] == "ERROR" for r in results):
+            (output.error if r.status == ERROR else output.message)(r.message)
+    if code or any(r.status == ERROR for r in results):
         raise typer.Exit(code or 1)
 
 
 def _free_each(
     svc: "Drivers", ids: list[str], remote: str | None
-) -> tuple[list[dict[str, Any]], int]:
+) -> "tuple[list[FreeResult], int]":
     """Free every id, going on past failures; the first failure's exit code."""
     from cli.exit_codes import exit_code_for
     from drivers import service
+    from drivers.views import ERROR, FreeResult
     from providers.errors import ShoalError
 
-    results: list[dict[str, Any]] = []
+    results: list[FreeResult] = []
     code = 0
     for one in ids:
         try:
             freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
         except ShoalError as exc:
             code = code or int(exit_code_for(exc))
-            freed = {"id": one, "status": "ERROR", "changed": False, "message": str(exc)}
+            freed = FreeResult(one, ERROR, False, str(exc))
         results.append(freed)
     return results, code
 
 
 def task(
     ctx: typer.Context,
-    alloc_id: Annotated[str, typer.Argument(metavar="ID", help="Allocation id.")],
-    name: Annotated[str, typer.Argument(help="Task name, e.g. snapshot (test driver).")],
+    alloc_id: Annotated[
+        str, typer.Argument(metavar="ID", help="Allocation id to run the task on.")
+    ],
+    name: Annotated[
+        str,
+        typer.Argument(metavar="NAME", help="Task name; each driver has its own (test: snapshot)."),
+    ],
     options: Annotated[str, typer.Option("--options", help="Task options as a JSON object.")] = "",
     as_json: Annotated[
         bool, typer.Option("--json", help="Accepted for symmetry: a task's result is always JSON.")
@@ -388,7 +441,14 @@ def task(
         str | None, typer.Option("--output", metavar="FORMAT", help="json (default) or yaml.")
     ] = None,
 ) -> None:
-    """Run a driver task on an allocation and print its JSON result."""
+    """Run a driver task on an allocation and print its JSON result.
+
+    \b
+    Examples:
+      shoal task test-4b113fb1 snapshot
+      shoal task test-4b113fb1 snapshot --options '{"label": "before-upgrade"}'
+      shoal task test-4b113fb1 snapshot --output yaml
+    """
     output.select(output_format is None, output_format)
     from drivers import service
 
@@ -401,7 +461,16 @@ def task(
 
 
 def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
-    """List the driver instances (name/instance) from the config and built-ins."""
+    """List the driver instances (name/instance) to allocate on.
+
+    Instances come from the config's [drivers] tables; a built-in driver with none
+    configured has one called default. --driver takes either form (test, test/dev).
+
+    \b
+    Examples:
+      shoal drivers
+      shoal --config ./ci.toml drivers --json
+    """
     as_json = output.select(as_json, output_format)
     from drivers.registry import driver_list
 

@@ -1,0 +1,145 @@
+"""What the allocation use cases answer, typed; `to_json()` gives the documented JSON.
+
+The CLI reads attributes for tables and prints `to_json()` for `--json`, so the JSON field
+names live here once (README "JSON shapes": `id`, `driver`, `status`, `cpu`, `ram`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FREED = "FREED"
+ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class AllocationView:
+    """One ledger row as users see it: times are RFC 3339 text, the definition and the
+    resource state without credentials."""
+
+    id: str
+    driver: str
+    status: str
+    cpu: int
+    ram: int  # GiB
+    created: str
+    expires: str | None
+    updated: str
+    note: str | None
+    resource: dict[str, Any] | None = None
+    definition: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "driver": self.driver,
+            "status": self.status,
+            "cpu": self.cpu,
+            "ram": self.ram,
+            "created": self.created,
+            "expires": self.expires,
+            "updated": self.updated,
+            "note": self.note,
+            "resource": self.resource,
+            "definition": self.definition,
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """An allocation reconciled with its driver: what the driver says (`ALLOCATED`,
+    `NONE`, `ERROR`), what was reconciled (`drift`), and the workload's `detail`."""
+
+    allocation: AllocationView
+    driver_status: str | None = None
+    drift: str | None = None
+    detail: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            **self.allocation.to_json(),
+            "driver_status": self.driver_status,
+            "drift": self.drift,
+        }
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A row of the `status` list (no definition or state: long lists stay cheap)."""
+
+    id: str
+    driver: str
+    status: str
+    cpu: int | None
+    ram: int | None
+    created: str | None
+    expires: str | None
+    updated: str | None
+    note: str | None
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> Summary:
+        return cls(
+            id=str(row.get("id", "")),
+            driver=str(row.get("driver", "")),
+            status=str(row.get("status", "")),
+            cpu=row.get("cpu"),
+            ram=row.get("ram"),
+            created=row.get("created"),
+            expires=row.get("expires"),
+            updated=row.get("updated"),
+            note=row.get("note"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "driver": self.driver,
+            "status": self.status,
+            "cpu": self.cpu,
+            "ram": self.ram,
+            "created": self.created,
+            "expires": self.expires,
+            "updated": self.updated,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class FreeResult:
+    id: str
+    status: str  # FREED, FAILED (nothing was held) or ERROR (this id could not be freed)
+    changed: bool  # whether this command changed it
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "changed": self.changed,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class DryRun:
+    driver: str
+    fits: int | None  # None: unlimited
+    unlimited: bool
+    node_usage: dict[str, int]
+    definition: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "driver": self.driver,
+            "fits": self.fits,
+            "unlimited": self.unlimited,
+            "node_usage": self.node_usage,
+            "definition": self.definition,
+        }
