@@ -9,11 +9,19 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 FORMATS = ("table", "wide", "json", "yaml")
 _chosen = {"format": "table"}
+# Off a terminal, a progress line at most this often (besides the milestones): enough for a
+# CI log to show life, few enough that a long pull stays readable.
+PROGRESS_INTERVAL_SECONDS = 10.0
+PROGRESS_MILESTONES = (25, 50, 75)  # percent of a known total, each announced once
+# Looked up when a pull starts, so a test can run the log lines on a clock of its own.
+progress_clock: Callable[[], float] = time.monotonic
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def select(as_json: bool, output_format: str | None) -> bool:
@@ -81,6 +89,37 @@ def emit_json_rows(rows: list[str]) -> None:
     sys.stdout.flush()
 
 
+def human_bytes(count: float) -> str:
+    """`512 B`, `1.2 KiB`, `85.3 MiB`, `4.0 GiB`: binary units, one decimal (the one byte
+    formatter of the CLI, so bars, log lines and summaries agree)."""
+    value = float(count)
+    if round(value) < 1024:
+        return f"{round(value)} B"
+    for unit in _BYTE_UNITS[1:-1]:
+        value /= 1024
+        # Decided on the rounded value: 1023.96 KiB is "1.0 MiB", never "1024.0 KiB".
+        if round(value, 1) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} {_BYTE_UNITS[-1]}"
+
+
+def rate(count: float, seconds: float) -> str:
+    """`85.3 MiB/s`; `? B/s` before any time has passed."""
+    return f"{human_bytes(count / seconds)}/s" if seconds > 0 else "? B/s"
+
+
+def duration(seconds: float) -> str:
+    """`0.4s`, `33s`, `4m05s`, `2h10m`: elapsed times and ETAs."""
+    if seconds < 9.95:
+        return f"{max(seconds, 0.0):.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
 def _progress_bar() -> Any:
     """A transient rich progress display on stderr: description, bar, amount, rate, ETA.
     Amounts are bytes unless a task's description says " rows" (paged APIs count items)."""
@@ -93,39 +132,135 @@ def _progress_bar() -> Any:
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
+    from rich.text import Text
 
     class Amount(DownloadColumn):
         def render(self, task: Any) -> Any:
             if " rows" in task.description:
-                from rich.text import Text
-
                 return Text(f"{int(task.completed)}")
-            return super().render(task)
+            done = human_bytes(task.completed)
+            return Text(done if task.total is None else f"{done} of {human_bytes(task.total)}")
+
+    class Rate(TransferSpeedColumn):
+        def render(self, task: Any) -> Any:
+            speed = task.finished_speed or task.speed
+            if " rows" in task.description or speed is None:
+                return super().render(task)
+            return Text(f"{human_bytes(speed)}/s")
 
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         Amount(),
-        TransferSpeedColumn(),
+        Rate(),
         TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=True,
     )
 
 
+class ByteProgress(Protocol):
+    """What a download reports: bytes so far, and a resume after a broken connection."""
+
+    def update(self, done: int, total: int | None) -> None: ...
+
+    def resumed(self, cause: str, at: int, attempt: int, attempts: int) -> None: ...
+
+
+def _resume_text(cause: str, at: int, attempt: int, attempts: int) -> str:
+    return f"{cause} at {human_bytes(at)}; resuming (attempt {attempt} of {attempts})"
+
+
+class _Silent:
+    def update(self, done: int, total: int | None) -> None:
+        pass
+
+    def resumed(self, cause: str, at: int, attempt: int, attempts: int) -> None:
+        pass
+
+
+class _Bar:
+    """The rich bar; events are printed above it, so they stay when the bar goes."""
+
+    def __init__(self, bar: Any, label: str) -> None:
+        self._bar = bar
+        self._label = label
+        self._task = bar.add_task(label, total=None)
+
+    def update(self, done: int, total: int | None) -> None:
+        self._bar.update(self._task, completed=done, total=total)
+
+    def resumed(self, cause: str, at: int, attempt: int, attempts: int) -> None:
+        text = _resume_text(cause, at, attempt, attempts)
+        self._bar.console.print(f"pulling {self._label}: {text}", markup=False, highlight=False)
+
+
+class LogProgress:
+    """Progress for a log that no bar can redraw (CI): whole lines, no carriage return, no
+    escape, no markup; one when a milestone is crossed, else at most one per `interval`.
+
+    Driven by the download's own reports: a connection silent for longer than the interval
+    prints nothing until bytes flow again, or its resume line when it is given up on.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        write: Callable[[str], None],
+        clock: Callable[[], float],
+        interval: float,
+    ) -> None:
+        self._label = label
+        self._write = write
+        self._clock = clock
+        self._interval = interval
+        self._started: float | None = None
+        self._last_line = 0.0
+        self._milestones = list(PROGRESS_MILESTONES)
+
+    def update(self, done: int, total: int | None) -> None:
+        now = self._clock()
+        if self._started is None:
+            # Timed from the first bytes: a wait for another pull's lock is no transfer time.
+            self._started = self._last_line = now
+        if self._crossed(done, total) or now - self._last_line >= self._interval:
+            self._last_line = now
+            self._write(f"pulling {self._label}: {self._amount(done, total, now - self._started)}")
+
+    def resumed(self, cause: str, at: int, attempt: int, attempts: int) -> None:
+        self._write(f"pulling {self._label}: {_resume_text(cause, at, attempt, attempts)}")
+
+    def _crossed(self, done: int, total: int | None) -> bool:
+        """Whether this report passes a milestone not yet announced (a jump over two
+        announces both in one line; a download started over does not announce them again)."""
+        crossed = False
+        while total and self._milestones and done * 100 >= self._milestones[0] * total:
+            self._milestones.pop(0)
+            crossed = True
+        return crossed
+
+    def _amount(self, done: int, total: int | None, elapsed: float) -> str:
+        speed = rate(done, elapsed)
+        if not total:
+            return f"{human_bytes(done)}, {speed}"
+        amount = f"{human_bytes(done)} of {human_bytes(total)} ({done * 100 // total}%), {speed}"
+        if done <= 0 or elapsed <= 0:
+            return amount
+        return f"{amount}, ETA {duration((total - done) * elapsed / done)}"
+
+
 @contextlib.contextmanager
-def byte_progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
-    """A progress bar (bytes, rate, ETA) on stderr when it is a terminal; else nothing."""
-    if not sys.stderr.isatty():
-        yield None
+def byte_progress(label: str, *, log_lines: bool = True) -> Iterator[ByteProgress]:
+    """Download progress on stderr: a transient bar on a terminal; off one, `LogProgress`
+    lines unless `log_lines` is False (a program reading --json wants stderr quiet)."""
+    if sys.stderr.isatty():
+        with _progress_bar() as bar:
+            yield _Bar(bar, label)
         return
-    with _progress_bar() as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int, total: int | None) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
+    if not log_lines:
+        yield _Silent()
+        return
+    yield LogProgress(label, message, progress_clock, PROGRESS_INTERVAL_SECONDS)
 
 
 def fetch_progress() -> Callable[[int, int | None, str], None]:

@@ -12,7 +12,17 @@ from cli.state import state
 from providers.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 
 app = typer.Typer(
-    help="Pull, list and remove images (archives unpacked into the images dir).",
+    help="""Pull, list and remove images (unpacked archives).
+
+    They live in the images dir: the config's [image] dir, else the data dir's images/
+    (`shoal config` shows which); --out picks another.
+
+    \b
+    Examples:
+      shoal image pull https://example.com/images/ubuntu-base-22.04.tar.xz
+      shoal image list
+      shoal image rm ubuntu-base-22.04
+    """,
     no_args_is_help=True,
 )
 
@@ -80,7 +90,18 @@ def pull(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Stream-download, verify and unpack an image into OUT/NAME-VERSION/."""
+    """Download, verify and unpack an image into OUT/NAME-VERSION/.
+
+    The archive is streamed, checked against --sum and unpacked; NAME and VERSION come
+    from the file name (ubuntu-base-22.04.tar.xz) unless --name and --version say.
+
+    \b
+    Examples:
+      shoal image pull https://example.com/images/ubuntu-base-22.04.tar.xz
+      shoal image pull https://example.com/base.tar.zst --name base --version 1
+      shoal image pull "$URL" --sum "sha256:$DIGEST" --out /srv/images
+      shoal image pull "$URL" --user ci --password-stdin < token.txt
+    """
     as_json = output.select(as_json, output_format)
     import os
 
@@ -99,19 +120,31 @@ def pull(
     from drivers.image.naming import file_name
 
     # The file name only: a signed URL's query string carries secrets.
-    with output.byte_progress(name or file_name(url)) as progress:
-        opts.on_bytes = progress
+    with output.byte_progress(name or file_name(url), log_lines=not as_json) as progress:
+        opts.on_bytes = progress.update
+        opts.on_resume = lambda event: progress.resumed(
+            event.cause, event.at, event.attempt, event.attempts
+        )
         result = do_pull(url, sum_, name, version, tag, opts)
     if as_json:
         output.emit_json(result.to_json())
         return
     sys.stdout.write(f"{result.path}\n")
-    state_text = (
-        "already in place"
-        if result.cached
-        else (f"{result.bytes_downloaded} bytes in {result.seconds:.1f}s, {result.checksum}")
+    image = f"{result.name}-{result.version}"
+    if result.cached:
+        output.message(f"{image}: already in place")
+        return
+    got, took = result.bytes_downloaded, result.seconds
+    # Without --sum or an announced checksum there was nothing to check against: say so,
+    # and give the digest in full, ready to pin with --sum next time.
+    checked = (
+        f"verified {result.checksum}" if result.verified else f"{result.checksum} (unverified)"
     )
-    output.message(f"{result.name}-{result.version}: {state_text}")
+    output.message(
+        f"pulled {image}: {output.human_bytes(got)} in {output.duration(took)} "
+        f"({output.rate(got, took)}), {checked}, unpacked "
+        f"{output.human_bytes(result.bytes_unpacked)} in {result.entries:,} entries"
+    )
 
 
 @app.command("list")
@@ -121,7 +154,13 @@ def list_(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """List the images in the images dir."""
+    """List the images in the images dir.
+
+    \b
+    Examples:
+      shoal image list
+      shoal image list --out /srv/images --json
+    """
     as_json = output.select(as_json, output_format)
     from drivers.image.store import list_images
 
@@ -150,12 +189,23 @@ def list_(
 @app.command("rm")
 def rm(
     ctx: typer.Context,
-    image: Annotated[str, typer.Argument(metavar="NAME-VERSION", help="The image to remove.")],
+    image: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME-VERSION", help="The image to remove, as `shoal image list` names it."
+        ),
+    ],
     out: OutOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Remove an image (waits for a pull of it in progress)."""
+    """Remove an image (waits for a pull of it in progress).
+
+    \b
+    Examples:
+      shoal image rm ubuntu-base-22.04
+      shoal image rm base-1 --out /srv/images --json
+    """
     as_json = output.select(as_json, output_format)
     from drivers.image.pull import PullOptions
     from drivers.image.store import remove_image

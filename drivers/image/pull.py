@@ -21,13 +21,13 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from drivers.image import checksum, decompress, extract
 from drivers.image.naming import check_component, check_url, split_name_version
-from drivers.image.source import HttpSource, Policy, RestartRequired
+from drivers.image.source import HttpSource, Policy, RestartRequired, Resume
 from providers.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
 from providers.urls import display
 
@@ -51,6 +51,7 @@ class PullOptions:
     lock_timeout_seconds: float = 600.0
     policy: Policy = field(default_factory=Policy)
     on_bytes: Callable[[int, int | None], None] | None = None
+    on_resume: Callable[[Resume], None] | None = None
     warn: Callable[[str], None] = lambda text: None
 
     @classmethod
@@ -103,9 +104,21 @@ class PullResult:
     checksum: str
     seconds: float
     cached: bool
+    # For the summary line only: the --json fields are documented and stay as they are.
+    entries: int = field(default=0, metadata={"json": False})
+    verified: bool = field(default=False, metadata={"json": False})
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
+
+
+@dataclass
+class _Fetched:
+    downloaded: int
+    unpacked: int
+    entries: int
+    checksum: str
+    verified: bool
 
 
 @contextlib.contextmanager
@@ -258,12 +271,12 @@ def pull(
                     cached=True,
                 )
         _sweep_temps(out_dir, dirname)
-        downloaded, unpacked, digest = _download_into(url, wanted, out_dir, dirname, opts)
+        fetched = _download_into(url, wanted, out_dir, dirname, opts)
         meta = {
             "url": display(url),
-            "checksum": digest,
+            "checksum": fetched.checksum,
             "tag": tag,
-            "bytes_unpacked": unpacked,
+            "bytes_unpacked": fetched.unpacked,
             "pulled": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         _write_meta(meta_path, meta)
@@ -272,18 +285,20 @@ def pull(
         name=name,
         version=version,
         tag=tag,
-        bytes_downloaded=downloaded,
-        bytes_unpacked=unpacked,
-        checksum=digest,
+        bytes_downloaded=fetched.downloaded,
+        bytes_unpacked=fetched.unpacked,
+        checksum=fetched.checksum,
         seconds=round(time.monotonic() - started, 3),
         cached=False,
+        entries=fetched.entries,
+        verified=fetched.verified,
     )
 
 
 def _download_into(
     url: str, wanted: checksum.Sum | None, out_dir: Path, dirname: str, opts: PullOptions
-) -> tuple[int, int, str]:
-    """Download, verify and move into place; returns (bytes downloaded, unpacked, checksum)."""
+) -> _Fetched:
+    """Download, verify and move into place."""
     auth = (opts.user, opts.password) if opts.user else None
     restarts = 0
     downloaded = 0
@@ -297,6 +312,7 @@ def _download_into(
                 hasher=checksum.new_hasher(algo),
                 policy=opts.policy,
                 on_bytes=opts.on_bytes,
+                on_resume=opts.on_resume,
             ) as source:
                 source.open()
                 expected = _expected(wanted, source.announced(), display(url))
@@ -318,7 +334,9 @@ def _download_into(
                     "nothing was unpacked"
                 )
             _place(tmp, out_dir / dirname, out_dir)
-            return downloaded, result.bytes_unpacked, str(actual)
+            return _Fetched(
+                downloaded, result.bytes_unpacked, result.entries, str(actual), expected is not None
+            )
         except RestartRequired as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             downloaded += source.received  # the abandoned attempt came over the wire too

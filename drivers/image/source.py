@@ -45,6 +45,18 @@ class RestartRequired(Exception):
     """The server cannot continue where the stream broke: start the pull over."""
 
 
+@dataclass(frozen=True)
+class Resume:
+    """A broken body about to be asked for again from byte `at`: what a progress display
+    shows at once, so a log says why the transfer paused."""
+
+    cause: str  # "connection dropped", "connection stalled", "connection closed early"
+    at: int
+    total: int | None
+    attempt: int  # 1 for the first resume since bytes last flowed
+    attempts: int  # the most resumes tried before giving up
+
+
 @dataclass
 class Policy:
     attempts: int = 5  # tries per request, and restarts per pull
@@ -62,6 +74,7 @@ class HttpSource:
         hasher: hashlib._Hash,
         policy: Policy,
         on_bytes: Callable[[int, int | None], None] | None = None,
+        on_resume: Callable[[Resume], None] | None = None,
         client: httpx.Client | None = None,
     ) -> None:
 
@@ -72,6 +85,7 @@ class HttpSource:
         self.hasher = hasher
         self.policy = policy
         self.on_bytes = on_bytes
+        self.on_resume = on_resume
         self.received = 0
         self.total: int | None = None
         self.headers: dict[str, str] = {}
@@ -280,10 +294,16 @@ class HttpSource:
             except StopIteration:
                 if self.total is not None and self.received < self.total:
                     why = f"connection closed at byte {self.received} of {self.total}"
+                    cause = "connection closed early"
                 else:
                     return b""
             except (httpx.TransportError, OSError) as exc:
                 why = f"connection dropped at byte {self.received} ({type(exc).__name__})"
+                cause = (
+                    "connection stalled"
+                    if isinstance(exc, httpx.ReadTimeout)
+                    else "connection dropped"
+                )
             else:
                 if chunk:
                     return chunk
@@ -292,6 +312,10 @@ class HttpSource:
             if drops > self.policy.attempts:
                 raise ProviderUnreachableError(
                     f"{display(self.url)}: {why}; gave up after {self.policy.attempts} resumes"
+                )
+            if self.on_resume is not None:
+                self.on_resume(
+                    Resume(cause, self.received, self.total, drops, self.policy.attempts)
                 )
             self._resume(why)
 
