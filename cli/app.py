@@ -81,6 +81,8 @@ class ShoalGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except ShoalError as exc:
+            for earlier in exc.earlier:
+                output.error(earlier)
             output.error(str(exc))
             ctx.exit(exit_code_for(exc))
         except KeyboardInterrupt:
@@ -97,9 +99,14 @@ class ShoalGroup(TyperGroup):
             if os.environ.get(ENV_DEBUG):
                 raise
             # A bug, or a failure nobody foresaw: still one line, and the way to see more.
+            # Its text was checked by nobody: credentials from the environment are scrubbed
+            # and its length capped.
+            from providers.errors import environment_secrets, scrub
+
+            said = " ".join(scrub(str(exc), environment_secrets(os.environ)).split())[:200]
             output.error(
-                f"unexpected {type(exc).__name__}: {exc} (set {ENV_DEBUG}=1 for the traceback; "
-                "please report it)"
+                f"unexpected {type(exc).__name__}: {said} (set {ENV_DEBUG}=1 for the "
+                "traceback; please report it)"
             )
             ctx.exit(ExitCode.ERROR)
 
@@ -187,7 +194,21 @@ def build_app(argv: list[str] | None = None) -> typer.Typer:
     built = typer.Typer(
         cls=ShoalGroup,
         name="shoal",
-        help="Which compute exists, what it costs, how much is free; allocate and free it.",
+        help=(
+            "Which compute exists, what it costs, how much is free; allocate and free it.\n\n"
+            "Every data command takes --json (or --output json|yaml); tables go to stdout, "
+            "messages to stderr. `shoal COMMAND --help` shows each command's examples.\n\n"
+            "\b\n"
+            "Examples:\n"
+            "  shoal resources\n"
+            "  shoal pricing -p aws -r us-east-1 --select gpu=H100 --sort price\n"
+            "  shoal alloc --driver process --cpu 1 --ram 1 -o entry='sleep 3600'\n"
+            "  shoal free --expired"
+        ),
+        # Plain click help: an Examples block marked with \b keeps its lines, arguments show
+        # by their metavar (ID, not the parameter's name), and piped or NO_COLOR output has
+        # no box drawing or markup to strip.
+        rich_markup_mode=None,
         epilog=EPILOG,
         no_args_is_help=True,
         pretty_exceptions_enable=False,

@@ -1,99 +1,31 @@
-"""`pricing` across providers: ask each, keep going past failures, render one table or JSON."""
+"""`pricing`'s rendering: one table (or JSON) over every provider's answer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cli import output
 
 if TYPE_CHECKING:
-    from providers.catalog import Catalog
     from providers.models import ResourcePricing
+    from providers.query import PricingAnswer
 
 
-def gather_pricing(
-    names: Sequence[str],
-    make_catalog: Callable[[str], Catalog],
-    ask: Callable[[Catalog], tuple[bool, Any]],
-) -> tuple[bool, Any, list[ResourcePricing]]:
-    """(windowed, results, failed providers). With one provider its error propagates; with
-    several, a failing one becomes an `error` entry unless every one failed."""
-    from providers.errors import ShoalError
+def render_pricing(answer: PricingAnswer, as_json: bool) -> None:
     from providers.models import ResourcePricing
-
-    results: list[ResourcePricing] = []
-    failed: list[ResourcePricing] = []
-    errors: list[ShoalError] = []
-    for name in names:
-        try:
-            windowed, got = ask(make_catalog(name))
-        except ShoalError as exc:
-            if len(names) == 1:
-                raise
-            failed.append(ResourcePricing(provider=name, error=_named(name, str(exc))))
-            errors.append(exc)
-            continue
-        if windowed:
-            return True, got, []
-        for pricing in got:
-            pricing.provider = pricing.provider or name
-        results.extend(got)
-    if errors and not results:
-        # Every provider failed: each failure once, the last as the error that sets the code.
-        for entry in failed[:-1]:
-            output.error(entry.error)
-        last = errors[-1]
-        last.args = (failed[-1].error,)  # same kind (exit code), provider named once
-        raise last
-    for entry in failed:
-        output.warn(entry.error)
-    return False, results, failed
-
-
-def _named(provider: str, message: str) -> str:
-    """The message with the provider named once: most already start with it."""
-    if message.startswith((f"{provider}:", f"{provider} ")):
-        return message
-    return f"{provider}: {message}"
-
-
-def render_pricing(
-    windowed: bool,
-    results: Any,
-    failed: list[ResourcePricing],
-    sort: str | None,
-    limit: int | None,
-    as_json: bool,
-) -> None:
-    from providers.compare import flatten, regroup, sort_rows
     from providers.wire import format_time, to_wire
 
-    if windowed:
-        if as_json:
-            output.emit_json(to_wire(results))
-            return
-        kinds = any(p.kind for p in results.values())  # observed/forecast: cloud history
-        rows = [
-            [at, p.region.name, *([p.kind] if kinds else []), name, *_prices(item)]
-            for at, p in results.items()
-            for name, item in sorted(p.items.items())
-        ]
-        columns = ["At", "Region", *(["Kind"] if kinds else []), "Type"]
-        output.table("pricing", [*columns, "On-demand /h", "Spot /h", "Scheduled /h"], rows)
-        methods = sorted({p.method for p in results.values() if p.method})
-        if methods:
-            output.message(f"forecast method: {', '.join(methods)} (see README 'Forecasts')")
+    for failure in answer.failures:
+        output.warn(failure.message)
+    if answer.window is not None:
+        _render_window(answer.window, as_json)
         return
-    flat = flatten(results)
-    if sort:
-        flat = sort_rows(flat, sort)
-    if limit is not None:
-        flat = flat[:limit]
+    failed = [ResourcePricing(provider=f.provider, error=f.message) for f in answer.failures]
     if as_json:
-        data = regroup(flat, failed) if (sort or limit) else [*results, *failed]
-        output.emit_json(to_wire(data))
+        output.emit_json(to_wire([*answer.now, *failed]))
         return
+    rows = answer.rows
     table_rows = [
         [
             row.pricing.provider,
@@ -104,7 +36,7 @@ def render_pricing(
             row.pricing.currency or "USD",
             output.short_time(format_time(row.pricing.as_of)) if row.pricing.as_of else None,
         ]
-        for row in flat
+        for row in rows
     ]
     columns = [
         "Provider",
@@ -120,12 +52,31 @@ def render_pricing(
         "As of (UTC)",
     ]
     output.table("pricing", columns, table_rows, keep=(2,))
-    _pool_table(results)
-    _notes(results)
-    if any(r.pricing.provider == "local" and all(v is None for v in _prices(r.item)) for r in flat):
+    _pool_table(answer.now)
+    _notes(answer.now)
+    if any(r.pricing.provider == "local" and all(v is None for v in _prices(r.item)) for r in rows):
         output.message(
             "— = no price known; for the local provider, set [local.pricing] in the config file"
         )
+
+
+def _render_window(points: dict[str, ResourcePricing], as_json: bool) -> None:
+    from providers.wire import to_wire
+
+    if as_json:
+        output.emit_json(to_wire(points))
+        return
+    kinds = any(p.kind for p in points.values())  # observed/forecast: cloud history
+    rows = [
+        [at, p.region.name, *([p.kind] if kinds else []), name, *_prices(item)]
+        for at, p in points.items()
+        for name, item in sorted(p.items.items())
+    ]
+    columns = ["At", "Region", *(["Kind"] if kinds else []), "Type"]
+    output.table("pricing", [*columns, "On-demand /h", "Spot /h", "Scheduled /h"], rows)
+    methods = sorted({p.method for p in points.values() if p.method})
+    if methods:
+        output.message(f"forecast method: {', '.join(methods)} (see README 'Forecasts')")
 
 
 def _pool_table(results: Sequence[ResourcePricing]) -> None:

@@ -1,6 +1,5 @@
 """`regions`, `types`, `resources`, `pricing`: the provider catalog."""
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -12,7 +11,8 @@ from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
     from providers.catalog import Catalog
-    from providers.models import InstanceTypeSpec, RegionSpec, ResourceListOptions, Selector
+    from providers.models import InstanceTypeSpec
+    from providers.query import Query
 
 ProviderOpt = Annotated[
     str,
@@ -95,48 +95,36 @@ def _catalog(
     )
 
 
-def _regions(catalog: "Catalog", names: list[str] | None) -> "list[RegionSpec | None]":
-    """None: the provider's default set; 'all': every region the provider lists."""
-    from providers.models import RegionSpec
-
-    if not names:
-        return [None]
-    if "all" in names:
-        return list(catalog.list_regions())
-    return [RegionSpec(name=n) for n in names]
-
-
 def _provider_names(provider: str) -> list[str]:
-    names = list(dict.fromkeys(n.strip() for n in provider.split(",") if n.strip()))
-    if not names:
-        from providers.errors import UsageError
-
-        raise UsageError("--provider is empty; name one, e.g. --provider local")
-    return names
+    return [n.strip() for n in provider.split(",") if n.strip()]
 
 
-def _options(
-    region: "RegionSpec | None", select: list[str] | None, start: str | None, end: str | None
-) -> "ResourceListOptions":
-    from providers.models import ListResourceFilter, RegionSpec, ResourceListOptions
+def _query(
+    region: list[str] | None,
+    select: list[str] | None,
+    start: str | None = None,
+    end: str | None = None,
+    sort: str | None = None,
+    limit: int | None = None,
+) -> "Query":
+    """The flags as a catalog query; malformed selectors and times fail here, before any
+    provider is asked anything."""
+    from providers import selectors
+    from providers.query import Query, check_window
     from providers.timeutil import parse_time
 
-    selected = []
-    if select:
-        from providers import selectors
-
-        selected = selectors.parse(select)
     start_time = parse_time(start, "--start") if start else None
     end_time = parse_time(end, "--end") if end else None
-    if start_time is not None and end_time is not None and end_time < start_time:
-        from providers.errors import UsageError
-
-        raise UsageError(f"--end {end} is before --start {start}; swap them")
-    return ResourceListOptions(
-        region=region or RegionSpec(),
-        start_time=start_time,
-        end_time=end_time,
-        filter=ListResourceFilter(resource_selectors=selected) if selected else None,
+    if end is not None and start is None:
+        check_window(None, end_time)
+    check_window(start_time, end_time)
+    return Query(
+        regions=region or [],
+        selectors=selectors.parse(select or []),
+        start=start_time,
+        end=end_time,
+        sort=sort,
+        limit=limit,
     )
 
 
@@ -149,7 +137,14 @@ def regions(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """List the provider's regions (kubernetes: the kubeconfig's contexts)."""
+    """List the provider's regions (kubernetes: kubeconfig contexts).
+
+    \b
+    Examples:
+      shoal regions
+      shoal regions -p aws --json
+      shoal regions -p kubernetes
+    """
     as_json = output.select(as_json, output_format)
     from providers.wire import to_wire
 
@@ -178,36 +173,27 @@ def types(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """List instance types (vCPUs, memory, GPUs) of the provider."""
+    """List the provider's instance types: vCPUs, memory and GPUs.
+
+    --select filters on provider-neutral keys, --sort orders by one (prefix - for
+    descending) and --limit keeps the first rows. Prices are in `shoal pricing`.
+
+    \b
+    Examples:
+      shoal types
+      shoal types -p aws -r us-east-1 --select gpu=H100 --sort -vcpus --limit 5
+      shoal types -p gcp -r europe-west4 --select 'vcpus>=32' --json
+    """
     as_json = output.select(as_json, output_format)
-    from providers import selectors
-    from providers.models import selector_record
+    from providers import query
     from providers.wire import to_wire
 
+    wanted = _query(region, select, sort=sort, limit=limit)
     catalog = _catalog(ctx, provider, refresh, offline, max_age, context)
-    chosen = selectors.parse(select or [])
-    _refuse_price_keys(chosen, sort)
-    found = []
-    unjudged = selectors.UnjudgedCount()
-    for r in _regions(catalog, region):
-        for spec in catalog.list_instance_types(r):
-            record = selector_record(spec, provider=provider)
-            if selectors.matches(chosen, record):
-                found.append((record, spec))
-            else:
-                unjudged.add(chosen, record)
-    if sort:
-        key = sort.lstrip("-")
-        if key not in selectors.KNOWN_KEYS:
-            from providers.errors import UsageError
-
-            raise UsageError(
-                f"--sort {sort!r}: unknown key; known: {', '.join(sorted(selectors.KNOWN_KEYS))}"
-            )
-        found.sort(key=lambda pair: _sort_key(pair[0].get(key)), reverse=sort.startswith("-"))
-    specs = [spec for _, spec in found][:limit]
-    for note in unjudged.notes():
-        output.warn(f"{provider}: {note}")
+    answer = query.types(catalog, provider, wanted)
+    specs = answer.types
+    for note in answer.notes:
+        output.warn(note)
     if as_json:
         output.emit_json(to_wire(specs))
         return
@@ -241,54 +227,8 @@ def _shape_sources(specs: "list[InstanceTypeSpec]") -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _refuse_price_keys(chosen: "list[Selector]", sort: str | None) -> None:
-    """Instance types carry no prices: a price filter here would silently match nothing."""
-    from providers.errors import UsageError
-
-    keys = [s.key for s in chosen] + ([sort.lstrip("-")] if sort else [])
-    for key in keys:
-        if key in ("price", "spot_price"):
-            raise UsageError(f"{key!r} is a pricing key; use `shoal pricing --select` for prices")
-
-
 def _region_name(res: Any) -> str:
     return str(res.region.name) if res.region else ""
-
-
-def _sort_key(value: Any) -> tuple[int, Any]:
-    if value is None:
-        return (2, 0)
-    if isinstance(value, (int, float)):
-        return (0, value)
-    return (1, str(value).lower())
-
-
-def _gather(
-    catalog: "Catalog",
-    region: list[str] | None,
-    select: list[str] | None,
-    start: str | None,
-    end: str | None,
-    listing: Callable[["Catalog", "ResourceListOptions"], list[Any]],
-    predicting: Callable[["Catalog", "ResourceListOptions"], dict[str, Any]],
-) -> tuple[bool, Any]:
-    """Ask every chosen region: a list now, or (with --start/--end) the spec's map of
-    timestamps, which is one region's answer."""
-    from providers.errors import UsageError
-
-    if end is not None and start is None:
-        raise UsageError("--end needs --start; give the window's start too")
-    _options(None, select, start, end)  # a bad window or selector fails before any request
-    windowed = start is not None
-    chosen = _regions(catalog, region)
-    if windowed:
-        if len(chosen) != 1:
-            raise UsageError("a window (--start/--end) is for one region; give one --region")
-        return True, predicting(catalog, _options(chosen[0], select, start, end))
-    results: list[Any] = []
-    for r in chosen:
-        results.extend(listing(catalog, _options(r, select, start, end)))
-    return False, results
 
 
 def resources(
@@ -302,33 +242,38 @@ def resources(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Show supply, allocated and allocatable resources; with --start/--end, over a window."""
+    """Show supply, allocated and allocatable resources.
+
+    With --start (and --end) the answer is a prediction over that window: a point at
+    the start, at each allocation's expiry inside it, and at the end.
+
+    \b
+    Examples:
+      shoal resources
+      shoal resources --json
+      shoal resources --start 2026-12-01T00:00:00Z --end 2026-12-02T00:00:00Z
+      shoal resources -p kubernetes --context prod
+    """
     as_json = output.select(as_json, output_format)
+    from providers import query
     from providers.wire import to_wire
 
-    windowed, results = _gather(
-        _catalog(ctx, provider, context=context),
-        region,
-        select,
-        start,
-        end,
-        lambda catalog, opts: catalog.list_resources(opts),
-        lambda catalog, opts: catalog.list_resource_predictions(opts),
-    )
+    wanted = _query(region, select, start, end)
+    answer = query.resources(_catalog(ctx, provider, context=context), wanted)
     if as_json:
-        output.emit_json(to_wire(results))
+        output.emit_json(to_wire(answer.window if answer.window is not None else answer.now))
         return
     from cli.render import resource_rows
 
     columns = ["At", "Region", "Level", "Class", "Resource", "Supply", "Allocated", "Allocatable"]
-    if windowed:
+    if answer.window is not None:
         rows = [
             [at, _region_name(res), *row]
-            for at, res in results.items()
+            for at, res in answer.window.items()
             for row in resource_rows(res)
         ]
     else:
-        rows = [[_region_name(res), *row] for res in results for row in resource_rows(res)]
+        rows = [[_region_name(res), *row] for res in answer.now for row in resource_rows(res)]
         columns = columns[1:]
     output.table(f"{provider} resources", columns, rows)
 
@@ -357,28 +302,26 @@ def pricing(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Show hourly prices per instance type: on-demand, spot and scheduled, with the currency
-    and the time the data was fetched. Several providers (aws,azure,gcp) share one table; one
-    that fails is reported on stderr and as an `error` entry in the JSON."""
+    """Show hourly on-demand, spot and scheduled prices per type.
+
+    Each row has its currency and the time the data was fetched. Several providers
+    (-p aws,azure,gcp) share one table; one that fails is reported on stderr and as
+    an `error` entry in the JSON.
+
+    \b
+    Examples:
+      shoal pricing -p aws -r us-east-1 --select gpu=H100 --sort price
+      shoal pricing -p aws,azure,gcp --select 'gpu_count>=1,price<10' --limit 20
+      shoal pricing -p azure -r eastus --offline --json
+    """
     as_json = output.select(as_json, output_format)
-    from cli.pricing_view import gather_pricing, render_pricing
+    from cli.pricing_view import render_pricing
+    from providers import query
 
-    names = _provider_names(provider)
-    if len(names) > 1 and start is not None:
-        from providers.errors import UsageError
-
-        raise UsageError("a window (--start/--end) is for one provider; give one --provider")
-    windowed, results, failed = gather_pricing(
-        names,
+    wanted = _query(region, select, start, end, sort, limit)
+    answer = query.pricing(
+        _provider_names(provider),
         lambda name: _catalog(ctx, name, refresh, offline, max_age, context),
-        lambda catalog: _gather(
-            catalog,
-            region,
-            select,
-            start,
-            end,
-            lambda c, opts: c.list_pricing(opts),
-            lambda c, opts: c.list_pricing_predictions(opts),
-        ),
+        wanted,
     )
-    render_pricing(windowed, results, failed, sort, limit, as_json)
+    render_pricing(answer, as_json)
