@@ -15,7 +15,17 @@ if TYPE_CHECKING:
     from providers.cloud.cache import CatalogCache
 
 app = typer.Typer(
-    help="Show, export and import the cached cloud catalogs (refresh once, share the file).",
+    help="""Show, export and import the cached cloud catalogs.
+
+    Refresh a catalog once where there is network (and credentials), then share the
+    file with machines that have neither.
+
+    \b
+    Examples:
+      shoal catalog status
+      shoal catalog export -p aws -o aws.json.gz
+      shoal catalog import aws.json.gz
+    """,
     no_args_is_help=True,
 )
 
@@ -28,7 +38,13 @@ def _cache(ctx: typer.Context) -> "CatalogCache":
 
 @app.command()
 def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
-    """What is cached: provider, region, fetch time, age, instance types, staleness."""
+    """Show what is cached: provider, region, fetch time, age, staleness.
+
+    \b
+    Examples:
+      shoal catalog status
+      shoal catalog status --json
+    """
     as_json = output.select(as_json, output_format)
     from providers.cloud import config
     from providers.cloud.catalog import human_age
@@ -91,11 +107,15 @@ def export_(
         typer.Option("--json", help="With --output: print what was written where, as JSON."),
     ] = False,
 ) -> None:
-    """Write a provider's cached catalog (latest prices and history) to a file, or to
-    stdout (the export itself is JSON; `| ssh host shoal catalog import -` moves it).
+    """Write a provider's cached catalog (prices and history) to a file.
 
+    Without --output the export goes to stdout (it is JSON), so a pipe to another
+    machine's `shoal catalog import -` moves it.
+
+    \b
     Examples:
       shoal catalog export -p aws -o aws.json.gz
+      shoal catalog export -p aws -o aws.json --json
       shoal catalog export -p aws | ssh runner shoal catalog import -
     """
     from providers.cloud import share
@@ -134,7 +154,14 @@ def import_(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Load exported catalogs; local data newer than the file's is kept."""
+    """Load exported catalogs; local data newer than the file's is kept.
+
+    \b
+    Examples:
+      shoal catalog import aws.json.gz
+      shoal catalog import aws.json.gz azure.json.gz --json
+      shoal catalog import - < gcp.json
+    """
     as_json = output.select(as_json, output_format)
     from providers.cloud import share
 

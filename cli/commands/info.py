@@ -12,10 +12,13 @@ def config(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Show the effective config file, ledger, cache, images dir, container engine,
-    kubeconfig context and the shoal environment variables that are set (secret values are
-    never shown).
+    """Show the files, engine and variables this shoal would use.
 
+    The effective config file, ledger, cache, images dir, container engine, kubeconfig
+    context and the shoal environment variables that are set, each with where it came
+    from; secret values are never shown.
+
+    \b
     Examples:
       shoal config
       shoal --home /tmp/ci-home config --json

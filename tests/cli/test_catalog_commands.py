@@ -423,7 +423,8 @@ def test_shoal_home_that_is_a_file_exits_78(cli: Cli, tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_shows_the_provider_variable(cli: Cli, command: str) -> None:
     run = ok(cli(command, "--help"))
-    assert "[env var: SHOAL_PROVIDER]" in flat(run.stdout)
+    # Plain click help: `[env var: SHOAL_PROVIDER; default: local]`
+    assert "[env var: SHOAL_PROVIDER;" in flat(run.stdout)
 
 
 @pytest.mark.parametrize("command", REGIONAL)
