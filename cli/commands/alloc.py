@@ -474,7 +474,13 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
     as_json = output.select(as_json, output_format)
     from drivers.registry import driver_list
 
-    listed = driver_list(state(ctx).settings())
+    from providers.errors import is_secret_name
+
+    # A token or password in a driver's table is configuration, not output.
+    listed = {
+        name: {k: "(hidden)" if is_secret_name(k) else v for k, v in cfg.items()}
+        for name, cfg in driver_list(state(ctx).settings()).items()
+    }
     if as_json:
         output.emit_json([{"name": name, "config": cfg} for name, cfg in listed.items()])
         return

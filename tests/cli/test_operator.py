@@ -227,3 +227,10 @@ def test_status_filters_and_sorts(cli, write_config: Callable[[str], Path]) -> N
     assert bad.exit_code == 2 and "ALLOCATED" in bad.stderr
     bad = cli("status", "--sort", "colour", env=NO_DEBUG)
     assert bad.exit_code == 2 and "created" in bad.stderr
+
+
+def test_drivers_never_prints_a_secret_from_the_config(cli, write_config) -> None:
+    write_config('[drivers."kubernetes/prod"]\ntoken = "s3cr3t-value"\nnamespace = "ci"\n')
+    for args in (("drivers",), ("drivers", "--json")):
+        run = cli(*args)
+        assert "s3cr3t-value" not in run.stdout + run.stderr
