@@ -19,9 +19,7 @@ MIN_YEAR, MAX_YEAR = 1970, 9000
 def parse_time(text: str, field: str) -> datetime:
     """Parse an RFC 3339 timestamp (an offset or `Z` is required) into an aware UTC datetime."""
     raw = text.strip()
-    if not re.fullmatch(
-        r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", raw
-    ):
+    if not _RFC3339.fullmatch(raw):
         raise UsageError(f"{field}: {text!r} is not an RFC 3339 time; use for example {_EXAMPLE}")
     try:
         value = datetime.fromisoformat(raw.replace("z", "Z")).astimezone(UTC)
@@ -30,6 +28,46 @@ def parse_time(text: str, field: str) -> datetime:
             f"{field}: {text!r} is not a valid date or time; use for example {_EXAMPLE}"
         ) from None
     # Windows add lifetimes and steps to these: near year 1 or 9999 that overflows.
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        raise UsageError(f"{field}: {text!r} is outside the years {MIN_YEAR}-{MAX_YEAR}")
+    return value
+
+
+WHEN_FORMS = (
+    "RFC 3339 (2026-12-24T18:00:00Z), a date (2026-12-24: midnight UTC), now, "
+    "or a time from now (+2h, +1d12h, -30m)"
+)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def parse_when(text: str, field: str, now: datetime | None = None) -> datetime:
+    """A time as users type it on the command line (WHEN_FORMS); `now` is injectable."""
+    raw = text.strip()
+    moment = now or utcnow()
+    if raw.lower() == "now":
+        return moment
+    if raw[:1] in "+-" and len(raw) > 1:
+        try:
+            offset = parse_duration(raw[1:], field)
+        except UsageError:
+            raise UsageError(f"{field}: {text!r} is not a time; use {WHEN_FORMS}") from None
+        try:
+            return _bounded(moment + offset if raw[0] == "+" else moment - offset, text, field)
+        except OverflowError:
+            raise UsageError(
+                f"{field}: {text!r} is outside the years {MIN_YEAR}-{MAX_YEAR}"
+            ) from None
+    if _DATE.fullmatch(raw):
+        try:
+            return _bounded(datetime.fromisoformat(raw).replace(tzinfo=UTC), text, field)
+        except ValueError:
+            raise UsageError(f"{field}: {text!r} is not a valid date; use {WHEN_FORMS}") from None
+    if _RFC3339.fullmatch(raw):
+        return parse_time(raw, field)
+    raise UsageError(f"{field}: {text!r} is not a time; use {WHEN_FORMS}")
+
+
+def _bounded(value: datetime, text: str, field: str) -> datetime:
     if not MIN_YEAR <= value.year <= MAX_YEAR:
         raise UsageError(f"{field}: {text!r} is outside the years {MIN_YEAR}-{MAX_YEAR}")
     return value

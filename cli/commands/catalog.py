@@ -69,11 +69,13 @@ OutputOpt = Annotated[
 StartOpt = Annotated[
     str | None,
     typer.Option(
-        "--start", help="Window start, RFC 3339 (e.g. 2026-03-07T03:29:00Z): predictions."
+        "--start",
+        help="Window start: RFC 3339, a date (midnight UTC), now, or +2h / -1d: predictions.",
     ),
 ]
 EndOpt = Annotated[
-    str | None, typer.Option("--end", help="Window end, RFC 3339; defaults to --start.")
+    str | None,
+    typer.Option("--end", help="Window end, in the forms --start takes; defaults to --start."),
 ]
 
 
@@ -111,10 +113,11 @@ def _query(
     provider is asked anything."""
     from providers import selectors
     from providers.query import Query, check_window
-    from providers.timeutil import parse_time
+    from providers.timeutil import parse_when, utcnow
 
-    start_time = parse_time(start, "--start") if start else None
-    end_time = parse_time(end, "--end") if end else None
+    now = utcnow()  # one instant for both ends: `--start now --end +2h` is two hours
+    start_time = parse_when(start, "--start", now) if start else None
+    end_time = parse_when(end, "--end", now) if end else None
     if end is not None and start is None:
         check_window(None, end_time)
     check_window(start_time, end_time)

@@ -80,3 +80,30 @@ def test_parse_duration_rejects_zero(text: str) -> None:
     with pytest.raises(UsageError, match="greater than zero") as info:
         parse_duration(text, "lifetime")
     assert str(info.value).startswith("lifetime: ")
+
+
+def test_parse_when_takes_the_forms_people_type() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from providers.timeutil import parse_when
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    assert parse_when("now", "--at", now) == now
+    assert parse_when("+2h", "--at", now) == now + timedelta(hours=2)
+    assert parse_when("+1d12h", "--at", now) == now + timedelta(days=1, hours=12)
+    assert parse_when("-30m", "--start", now) == now - timedelta(minutes=30)
+    assert parse_when("2026-12-24", "--at", now) == datetime(2026, 12, 24, tzinfo=UTC)
+    assert parse_when("2026-12-24T18:00:00+01:00", "--at", now) == datetime(
+        2026, 12, 24, 17, 0, tzinfo=UTC
+    )
+
+
+@pytest.mark.parametrize("text", ["tomorrow", "+", "+2x", "2026-13-40", "9999-01-01", "+99999999d"])
+def test_parse_when_names_the_accepted_forms(text: str) -> None:
+    from providers.timeutil import parse_when
+
+    with pytest.raises(UsageError) as caught:
+        parse_when(text, "--at")
+    message = str(caught.value)
+    assert message.startswith("--at: ")
+    assert ("RFC 3339" in message and "+2h" in message) or "outside the years" in message
