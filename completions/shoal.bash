@@ -141,7 +141,7 @@ _shoal() {
         pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
         regions) _shoal_words '--provider -p --refresh --offline --context --json --output --help -h' ;;
         resources) _shoal_words '--provider -p --region -r --select -s --start --end --context --json --output --help -h' ;;
-        status) _shoal_words '--all --remote --driver -d --status --sort --json --output --help -h' ;;
+        status) _shoal_words '--all --remote --driver -d --status --sort --watch -w --json --output --help -h' ;;
         task) _shoal_words '--options --json --output --help -h' ;;
         types) _shoal_words '--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --output --help -h' ;;
         catalog) _shoal_words '--help -h' ;;

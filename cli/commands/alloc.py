@@ -13,7 +13,7 @@ from providers.env import ENV_DRIVER
 from providers.errors import UsageError
 
 if TYPE_CHECKING:
-    from drivers.service import Drivers
+    from drivers.service import Drivers, Listing
     from drivers.types import LabelDefinition
     from drivers.views import AllocationView, FreeResult, Summary
 
@@ -258,6 +258,10 @@ def status(
             "prefix '-' for descending.",
         ),
     ] = None,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", "-w", help="Refresh the list in place every 2 s (a terminal)."),
+    ] = False,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
@@ -281,6 +285,11 @@ def status(
     if alloc_id is not None and not listing.is_plain():
         raise UsageError("--driver, --status and --sort filter a list; give no ID with them")
     svc = _drivers(ctx)
+    if watch:
+        if as_json or alloc_id is not None or remote is not None or not sys.stdout.isatty():
+            raise UsageError("--watch refreshes the list table on a terminal; drop --json/ID")
+        _watch(svc, include_ended, listing)
+        return
     if remote is not None:
         found = service.remote_allocations(svc, remote)
         if as_json:
@@ -319,6 +328,28 @@ def status(
     output.table(None, ["Field", "Value"], table_rows)
     if one.drift:
         output.warn(f"drift: {one.drift}")
+
+
+WATCH_SECONDS = 2.0
+
+
+def _watch(svc: "Drivers", include_ended: bool, listing: "Listing") -> None:
+    """Redraw the list until Ctrl-C, which ends the watch (exit 0: nothing was interrupted)."""
+    import time
+
+    from drivers import service
+
+    try:
+        while True:
+            rows = service.list_allocations(svc, include_ended=include_ended, listing=listing)
+            sys.stdout.write("\x1b[H\x1b[2J")  # home, clear: the table redrawn in place
+            _allocation_table(f"allocations (every {WATCH_SECONDS:g}s; Ctrl-C ends)", rows)
+            _flush_warnings(svc)
+            svc.warnings.clear()
+            sys.stdout.flush()
+            time.sleep(WATCH_SECONDS)
+    except KeyboardInterrupt:
+        sys.stdout.write("\n")
 
 
 def _allocation_table(title: str, rows: "list[Summary]") -> None:
@@ -473,7 +504,6 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
     """
     as_json = output.select(as_json, output_format)
     from drivers.registry import driver_list
-
     from providers.errors import is_secret_name
 
     # A token or password in a driver's table is configuration, not output.

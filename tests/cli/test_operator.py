@@ -234,3 +234,27 @@ def test_drivers_never_prints_a_secret_from_the_config(cli, write_config) -> Non
     for args in (("drivers",), ("drivers", "--json")):
         run = cli(*args)
         assert "s3cr3t-value" not in run.stdout + run.stderr
+
+
+def test_status_watch_redraws_on_a_terminal_and_refuses_a_pipe(cli, home: Path) -> None:
+    assert cli(*ALLOC).exit_code == 0
+    piped = cli("status", "--watch", env=NO_DEBUG)
+    assert piped.exit_code == 2 and "terminal" in piped.stderr
+    import signal
+    import time
+
+    leader, follower = pty.openpty()
+    env = shoal_env(home, {"TERM": "dumb", "NO_COLOR": "1"})
+    proc = subprocess.Popen(
+        shoal_argv("status", "--watch"), env=env, stdin=follower, stdout=follower,
+        stderr=follower, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + 30
+    while seen.count(b"test-") < 2 and time.monotonic() < deadline:  # two redraws
+        seen += os.read(leader, 65536)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    os.close(leader)
+    assert seen.count(b"\x1b[2J") >= 2 and b"ALLOCATED" in seen
