@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from drivers.image import checksum, decompress, extract
+from drivers.image.extractor import Caps
 from drivers.image.naming import check_component, check_url, split_name_version
 from drivers.image.source import HttpSource, Policy, RestartRequired, Resume
+from drivers.image.tarstream import UnsafeArchiveError
 from providers.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
 from providers.urls import display
 
@@ -322,7 +324,7 @@ def _download_into(
                     algo = expected.algo
                 _, tar_bytes = decompress.open_stream(source)
                 result = extract.extract(
-                    tar_bytes, tmp, extract.Caps(opts.max_unpacked_bytes, opts.max_entries)
+                    tar_bytes, tmp, Caps(opts.max_unpacked_bytes, opts.max_entries)
                 )
                 _read_trailing(tar_bytes, opts.max_unpacked_bytes - result.bytes_unpacked)
                 source.drain()
@@ -365,7 +367,7 @@ def _read_trailing(tar_bytes: decompress.Reader, budget: int) -> None:
     while chunk := tar_bytes.read(decompress.INPUT_CHUNK):
         seen += len(chunk)
         if seen > limit:
-            raise extract.UnsafeArchiveError(
+            raise UnsafeArchiveError(
                 f"unsafe archive: more than {limit} bytes after the end of the tar "
                 "(a decompression bomb?; raise [image] max_unpacked_gib if expected)"
             )

@@ -18,7 +18,8 @@ import pytest
 import zstandard
 
 from drivers.image import decompress, extract
-from drivers.image.extract import Caps, Extractor, TruncatedArchiveError, UnsafeArchiveError
+from drivers.image.extractor import Caps, Extractor
+from drivers.image.tarstream import TruncatedArchiveError, UnsafeArchiveError
 from providers.errors import ShoalError
 from tests.drivers.image import archives as A
 

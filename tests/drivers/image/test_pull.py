@@ -18,6 +18,7 @@ import pytest
 from drivers.image import extract, pull
 from drivers.image.pull import ChecksumMismatchError, PullOptions, PullResult
 from drivers.image.source import Policy
+from drivers.image.tarstream import UnsafeArchiveError
 from drivers.types import Image
 from providers.errors import (
     ConfigError,
@@ -307,7 +308,7 @@ def fail_dropped(server: ImageServer, path: str, tmp: Path) -> tuple[str, type[E
 
 def fail_unsafe(server: ImageServer, path: str, tmp: Path) -> tuple[str, type[Exception]]:
     server.add(path, A.make_tar([*rootfs(b"v2"), A.File("../escaped", b"x")], "gz"))
-    return "", extract.UnsafeArchiveError
+    return "", UnsafeArchiveError
 
 
 def fail_announced(server: ImageServer, path: str, tmp: Path) -> tuple[str, type[Exception]]:
@@ -734,14 +735,14 @@ def test_trailing_bytes_past_the_tar_count_against_the_cap(
     parts += [compressor.compress(bytes(MIB)) for _ in range(64)]
     data = b"".join(parts) + compressor.flush()
     url = http_server.add("/img-1.tar.gz", data)
-    with pytest.raises(extract.UnsafeArchiveError, match="unsafe archive"):
+    with pytest.raises(UnsafeArchiveError, match="unsafe archive"):
         do_pull(url, out, max_unpacked_bytes=MIB)
     assert leftovers(out) == []
 
 
 def test_entry_cap(http_server: ImageServer, out: Path) -> None:
     url = http_server.add("/img-1.tar.gz", A.many_files(50, "gz"))
-    with pytest.raises(extract.UnsafeArchiveError, match="more than 20 entries"):
+    with pytest.raises(UnsafeArchiveError, match="more than 20 entries"):
         do_pull(url, out, max_entries=20)
     assert leftovers(out) == []
 

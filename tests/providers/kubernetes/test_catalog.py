@@ -29,7 +29,7 @@ from providers.errors import (
 from providers.kubernetes.capacity import PoolRules
 from providers.kubernetes.catalog import HOLDING_PODS, KubernetesCatalog
 from providers.kubernetes.client import KubeClient
-from providers.kubernetes.kubeconfig import Connection
+from providers.kubernetes.connection import Connection
 from providers.models import RegionSpec, ResourceListOptions
 from providers.settings import Paths, Settings
 from providers.timeutil import utcnow

@@ -28,11 +28,8 @@ from providers.errors import (
     UsageError,
 )
 from providers.kubernetes.client import KubeClient, ListExpiredError
-from providers.kubernetes.kubeconfig import (
-    Connection,
-    ExecSpec,
-    forget_exec_credentials,
-)
+from providers.kubernetes.connection import Connection, ExecSpec
+from providers.kubernetes.exec_plugin import forget_exec_credentials
 from tests.providers.kubernetes.apiserver import ApiServer, node, pod, status_body
 from tests.providers.kubernetes.certs import OPENSSL_MISSING, Certs, have_openssl, make_certs
 

@@ -15,12 +15,9 @@ import pytest
 import yaml
 
 from providers.errors import ConfigError, CredentialsError
-from providers.kubernetes.kubeconfig import (
-    IN_CLUSTER,
-    exec_credential,
-    forget_exec_credentials,
-    load_connection,
-)
+from providers.kubernetes.exec_plugin import exec_credential, forget_exec_credentials
+from providers.kubernetes.in_cluster import IN_CLUSTER
+from providers.kubernetes.kubeconfig import load_connection
 
 SECRET = "s3cr3t-token-value"
 

@@ -1,0 +1,251 @@
+"""The ledger's SQLite file: opening it (owner-only mode, WAL, the schema and its version),
+waiting out another shoal's lock without blocking Ctrl-C, write transactions, reads that
+survive a full disk, and what each SQLite error means for the user.
+
+Reads of a ledger that does not exist see it empty; the first write creates it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from providers.errors import (
+    LedgerCorruptError,
+    LedgerWriteError,
+    RetryableError,
+    ShoalError,
+)
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 30.0
+# SQLite waits for a lock inside C, where Ctrl-C cannot reach; it is asked to wait only this
+# long per try, and shoal retries from Python until BUSY_TIMEOUT_SECONDS, so it stays
+# interruptible while another shoal holds the ledger.
+LOCK_STEP_SECONDS = 0.1
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS allocations (
+    id TEXT PRIMARY KEY,
+    driver TEXT NOT NULL,
+    status TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    state TEXT,
+    metadata TEXT NOT NULL,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    expires TEXT,
+    cpu INTEGER NOT NULL,
+    ram INTEGER NOT NULL,
+    multitenancy INTEGER NOT NULL,
+    cpu_overbook INTEGER NOT NULL,
+    ram_overbook INTEGER NOT NULL,
+    is_remote INTEGER NOT NULL,
+    owner_pid INTEGER,
+    owner_start TEXT,
+    note TEXT
+);
+CREATE INDEX IF NOT EXISTS allocations_status ON allocations(status);
+"""
+
+
+# SQLite's primary result codes (the low byte of sqlite_errorcode).
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
+_LOW_SPACE_BYTES = 256 * 1024
+
+
+def _code(exc: sqlite3.Error) -> int:
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def _low_space(directory: Path) -> bool:
+    try:
+        vfs = os.statvfs(directory)
+    except OSError:
+        return False
+    return vfs.f_bavail * vfs.f_frsize < _LOW_SPACE_BYTES
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc)
+    )
+
+
+def patiently(action: Callable[[], T]) -> T:
+    """Run `action`, retrying while the ledger is locked, for up to BUSY_TIMEOUT_SECONDS."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(LOCK_STEP_SECONDS / 2)
+
+
+class LedgerDb:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def _corrupt(self, exc: Exception) -> LedgerCorruptError:
+        return LedgerCorruptError(
+            f"ledger {self.path} is unreadable ({exc}); it was left untouched: move it aside "
+            f"with its -wal and -shm files, which may hold its latest changes "
+            f"(mv {self.path} {self.path}.broken, likewise {self.path.name}-wal and -shm) "
+            "to start a new ledger"
+        )
+
+    def failure(self, exc: sqlite3.Error) -> ShoalError:
+        """What an SQLite error means for the user: busy, a full disk, a read-only ledger,
+        an I/O problem, or (only then) a damaged file. A full disk must never read as
+        damage: the advice for damage is to move the ledger aside."""
+        if _is_busy(exc):
+            return self._busy()
+        code, directory = _code(exc), self.path.parent
+        if code == _SQLITE_FULL or (
+            code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and _low_space(directory)
+        ):
+            return LedgerWriteError(
+                f"ledger {self.path}: the disk is full ({exc}); free space on {directory} "
+                "and try again"
+            )
+        if code == _SQLITE_READONLY or (
+            code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and not os.access(directory, os.W_OK)
+        ):
+            return LedgerWriteError(
+                f"ledger {self.path} is read-only for this user ({exc}); make it and "
+                f"{directory} writable (chmod u+w), or point SHOAL_HOME at a writable directory"
+            )
+        if code in (_SQLITE_IOERR, _SQLITE_CANTOPEN):
+            return ShoalError(
+                f"ledger {self.path}: {exc}; check that {directory} is on a working, "
+                "writable disk with free space"
+            )
+        return self._corrupt(exc)
+
+    def _read_only(self) -> sqlite3.Connection | None:
+        """A connection for reading when the normal one cannot open (no room for SQLite's
+        -shm file on a full disk). Only when no -wal file holds changes the main file lacks:
+        `immutable` reads the main file alone."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            if wal.exists() and wal.stat().st_size > 0:
+                return None
+            return sqlite3.connect(f"file:{self.path}?immutable=1", uri=True)
+        except (OSError, sqlite3.Error):
+            return None
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        try:
+            conn = sqlite3.connect(self.path, timeout=LOCK_STEP_SECONDS, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self.failure(exc) from None
+        # Definitions may carry credentials: the ledger is its owner's alone, whoever made
+        # the file (a zero-byte file left by a run killed at its first moment, a touch), and
+        # SQLite gives its -wal and -shm files the same mode.
+        with contextlib.suppress(OSError):
+            if os.stat(self.path).st_mode & 0o077:
+                os.chmod(self.path, 0o600)
+        try:
+            version = patiently(lambda: conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise LedgerCorruptError(
+                    f"ledger {self.path} has schema {version}, newer than this shoal "
+                    f"({SCHEMA_VERSION}); upgrade shoal"
+                )
+            if version < SCHEMA_VERSION:
+                # Set whenever the schema is made, not only for a file shoal created: an
+                # empty file found in place would otherwise stay in rollback-journal mode.
+                patiently(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+
+                def create() -> None:
+                    if conn.in_transaction:  # a COMMIT that found the ledger busy
+                        conn.execute("ROLLBACK")
+                    conn.executescript(
+                        f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                    )
+
+                patiently(create)
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self.failure(exc) from None
+        self._conn = conn
+        return conn
+
+    def _busy(self) -> RetryableError:
+        return RetryableError(
+            f"ledger {self.path} stayed locked by another shoal for "
+            f"{BUSY_TIMEOUT_SECONDS:.0f}s; try again"
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the ledger's lock up front (BEGIN IMMEDIATE)."""
+        conn = self.conn()
+        try:
+            patiently(lambda: conn.execute("BEGIN IMMEDIATE"))
+        except sqlite3.Error as exc:
+            raise self.failure(exc) from None
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise self.failure(exc) from None
+        except BaseException:
+            self._rollback(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise self.failure(exc) from None
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        # SQLite may have rolled back already (a full disk does): nothing left to undo.
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read; a full or read-only disk falls back to reading the main file."""
+        if not self.exists:  # reads never create the ledger
+            return []
+        try:
+            return patiently(lambda: self.conn().execute(sql, params).fetchall())
+        except sqlite3.Error as exc:
+            failure = self.failure(exc)
+        except LedgerWriteError as exc:  # conn() could not open it for writing
+            failure = exc
+        if isinstance(failure, LedgerWriteError):
+            reader = self._read_only()
+            if reader is not None:
+                try:
+                    return reader.execute(sql, params).fetchall()
+                except sqlite3.Error:
+                    pass
+                finally:
+                    reader.close()
+        raise failure
