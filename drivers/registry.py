@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from datetime import date, datetime, time
+from collections.abc import Callable, Iterator
+from datetime import date, time
 from typing import TYPE_CHECKING, Any
 
 from providers.errors import ConfigError, UnknownNameError, UsageError
@@ -48,12 +48,13 @@ def register(name: str, factory: DriverFactory) -> None:
 
 
 def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
+    where = f"config file {settings.paths.config_file}"
     table = config_section(settings.config, "drivers")
     out: dict[str, dict[str, Any]] = {}
     for key, value in table.items():
         if not isinstance(value, dict):
             raise ConfigError(
-                f'config [drivers] {key!r} must be a table like [drivers."{key}/dev"]'
+                f'{where}: [drivers] {key!r} must be a table like [drivers."{key}/dev"]'
             )
         if "/" in key:
             out[key] = value
@@ -61,7 +62,7 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
         for instance, config in value.items():
             if not isinstance(config, dict):
                 raise ConfigError(
-                    f"config [drivers.{key}] holds {instance!r} = ...; put driver settings "
+                    f"{where}: [drivers.{key}] holds {instance!r} = ...; put driver settings "
                     f'under an instance: [drivers."{key}/{DEFAULT_INSTANCE}"]'
                 )
             out[f"{key}/{instance}"] = config
@@ -69,20 +70,32 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
     for full, config in out.items():
         kind, _, instance = full.partition("/")
         if not kind or not _INSTANCE.match(instance):
-            raise ConfigError(f"config [drivers.{full!r}]: name must be DRIVER/INSTANCE")
+            raise ConfigError(f"{where}: [drivers.{full!r}]: name must be DRIVER/INSTANCE")
         # Entry points are read only when the config names a kind shoal does not build in.
         if kind not in builtins and kind not in _REGISTRY.names():
+            from providers.schema import unknown
+
+            what = unknown("driver", kind, _REGISTRY.names())
+            raise ConfigError(f'{where}: [drivers."{full}"]: {kind!r}: {what}')
+        # The config reaches the driver as JSON, which has no dates (a built-in driver's
+        # model would refuse one anyway; here the key can still be named).
+        for key, value in _dates(config):
             raise ConfigError(
-                f'config [drivers."{full}"]: unknown driver {kind!r}; known: '
-                f"{', '.join(_REGISTRY.names())}"
+                f'{where}: [drivers."{full}"] {key}: expected a number, string, boolean, '
+                f"list or table, got a TOML date or time {value.isoformat()}"
             )
-        for key, value in config.items():
-            if isinstance(value, (datetime, date, time)):
-                raise ConfigError(
-                    f'config [drivers."{full}"] {key}: a TOML date or time is not a value '
-                    "this setting takes; see `shoal drivers` for its type"
-                )
     return out
+
+
+def _dates(tree: Any, path: str = "") -> Iterator[tuple[str, date | time]]:
+    if isinstance(tree, (date, time)):  # a datetime is a date
+        yield path, tree
+    elif isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _dates(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            yield from _dates(value, f"{path}[{i}]")
 
 
 def driver_list(settings: Settings) -> dict[str, dict[str, Any]]:

@@ -66,9 +66,9 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
 
 
 def _images_source(settings: Settings, home: str) -> str:
-    from providers.settings import config_section
+    from drivers.image.store import image_settings
 
-    return "config [image] dir" if config_section(settings.config, "image").get("dir") else home
+    return "config [image] dir" if image_settings(settings).get("dir") else home
 
 
 def _kube_context(environ: Mapping[str, str]) -> SetupItem:

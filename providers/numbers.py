@@ -1,8 +1,10 @@
-"""What counts as a number in user input: an int or float, not a bool, and finite.
+"""Finite numbers in user input: the parts no model covers.
 
 NaN compares false with everything, so `NaN < 0` lets it through every range check, and
 Infinity passes `>= 0`; either then breaks what uses it (a grace period that never ends,
-`NaN` in JSON that no parser reads). Every number from a user goes through `is_number`.
+`NaN` in JSON that no parser reads). The models refuse them (providers/strict.py); these
+find them in free-form trees (a definition's options, config tables this command does not
+read) and keep them out of JSON decoding.
 """
 
 from __future__ import annotations
@@ -10,14 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
-
-
-def is_number(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and (isinstance(value, int) or math.isfinite(value))
-    )
 
 
 def non_finite(tree: Any, path: str = "") -> Iterator[str]:

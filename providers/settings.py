@@ -12,13 +12,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.env import ENV_CONFIG, ENV_DRIVER, ENV_HOME, ENV_NO_COLOR, ENV_PROVIDER
 from providers.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from providers.usage import AllocationSource
+
+    M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "ENV_CONFIG",
@@ -143,9 +147,36 @@ def load_config(path: Path, named: bool = False) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
     from providers.numbers import non_finite
 
-    for key in non_finite(config):  # TOML has inf and nan; no setting means either
+    # TOML has inf and nan and no setting means either: refused in every table, also those
+    # this command does not read (a section's model is checked only where it is read).
+    for key in non_finite(config):
         raise ConfigError(f"config file {path}: {key} must be a finite number")
+    _check_sections(config, path)
     return config
+
+
+# The config file's top-level tables. A third-party provider reads a table of its own name.
+SECTIONS = ("aws", "azure", "drivers", "gcp", "image", "kubernetes", "local")
+
+
+def _check_sections(config: Mapping[str, Any], path: Path) -> None:
+    strange = [key for key in config if key not in SECTIONS]
+    if not strange:
+        return
+    from providers.catalog import provider_names  # entry points: scanned only now
+    from providers.schema import unknown
+
+    providers = set(provider_names())
+    for key in strange:
+        if key in providers:
+            continue
+        if isinstance(config[key], Mapping):
+            what = unknown("section", key, SECTIONS, spell=lambda name: f"[{name}]")
+            raise ConfigError(f"config file {path}: [{key}]: {what}")
+        raise ConfigError(
+            f"config file {path}: {key} = ...: a setting outside any section; put it under "
+            f"its section ({', '.join(f'[{name}]' for name in SECTIONS)})"
+        )
 
 
 def config_section(config: Mapping[str, Any], *keys: str) -> dict[str, Any]:
@@ -157,6 +188,16 @@ def config_section(config: Mapping[str, Any], *keys: str) -> dict[str, Any]:
             dotted = ".".join(keys[: i + 1])
             raise ConfigError(f"config [{dotted}] must be a table; see README 'Config file'")
     return dict(node)
+
+
+def config_model(settings: Settings, model: type[M], section: str) -> M:
+    """The config's [section] as a `model` (absent: its defaults); anything wrong is a
+    ConfigError naming the file, the table and the key. A reader with defaults of its own
+    calls this only when the section is there: a run without one never imports pydantic."""
+    from providers import schema
+
+    place = schema.config_place(settings.paths.config_file, section)
+    return schema.validate(model, settings.config.get(section, {}), place)
 
 
 @dataclass(frozen=True)

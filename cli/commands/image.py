@@ -32,11 +32,10 @@ OutOpt = Annotated[
 
 
 def _images_dir(ctx: typer.Context, out: Path | None) -> tuple[Path, dict[str, Any]]:
-    from drivers.image.store import images_dir
-    from providers.settings import config_section
+    from drivers.image.store import image_settings, images_dir
 
     settings = state(ctx).settings()
-    return out or images_dir(settings), config_section(settings.config, "image")
+    return out or images_dir(settings), image_settings(settings)
 
 
 @app.command()

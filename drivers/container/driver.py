@@ -20,18 +20,14 @@ import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field
 
 from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import (
-    Opt,
-    check_env,
-    check_meta_names,
-    entry_argv,
-    load_config,
-    parse_opts,
-)
+from drivers.fields import ENTRY, ENV, Command, Env
+from drivers.options import check_meta_names, load_config, parse_options
 from drivers.types import (
     STATUS_ALLOCATED,
     STATUS_NONE,
@@ -40,8 +36,10 @@ from drivers.types import (
     Resource,
     Resources,
 )
+from providers import schema
 from providers.errors import NotFoundError, ShoalError, UsageError
 from providers.settings import Settings
+from providers.strict import Count, Strict
 
 if TYPE_CHECKING:
     from drivers.container.engine import Engine
@@ -51,20 +49,42 @@ MANAGED_BY = "dev.shoal.managed-by"
 ALLOCATION_LABEL = "dev.shoal.allocation"
 _NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
 
-CONFIG: dict[str, Opt] = {
-    "socket": Opt(str, "", "engine address: unix:///path or tcp://host:port (default: found)"),
-    "cpu_limit": Opt(int, 0, "vCPUs to hand out, 0 = the engine's CPUs", 0),
-    "ram_limit": Opt(int, 0, "GiB to hand out, 0 = the engine's memory", 0),
-    "cpu_overbook": Opt(int, 0, "extra vCPUs tenants may share when all allow it", 0),
-    "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
-    "grace_seconds": Opt(int, 10, "stop -> kill grace period on free", 0),
-}
-OPTIONS: dict[str, Opt] = {
-    "image": Opt(str, None, "engine image name, an image dir NAME-VERSION, or a path"),
-    "entry": Opt(object, None, "command: a string (shell words) or a list; default the image's"),
-    "env": Opt(dict, {}, "extra environment variables"),
-    "network": Opt(str, "nat", "none or nat"),
-}
+OVERBOOK = "extra {} tenants may share when all allow it"
+
+
+class ContainerConfig(Strict):
+    """[drivers."container/INSTANCE"] (and docker/..., podman/...)"""
+
+    socket: str = Field("", description="engine address: unix:///path or tcp://host:port")
+    cpu_limit: Count = Field(0, description="vCPUs to hand out, 0 = the engine's CPUs")
+    ram_limit: Count = Field(0, description="GiB to hand out, 0 = the engine's memory")
+    cpu_overbook: Count = Field(0, description=OVERBOOK.format("vCPUs"))
+    ram_overbook: Count = Field(0, description=OVERBOOK.format("GiB"))
+    grace_seconds: Count = Field(10, description="stop -> kill grace period on free")
+
+
+class ContainerOptions(Strict):
+    image: Annotated[str, Field(min_length=1)] = Field(
+        description="an engine image, an image dir from `shoal image pull` (NAME-VERSION), "
+        "or a path; e.g. -o image=busybox-1.36"
+    )
+    entry: Command = Field([], description=ENTRY)
+    env: Env = Field({}, description=ENV)
+    network: Literal["nat", "none"] = "nat"
+
+
+class SnapshotOptions(Strict):
+    repo: str = ""
+    tag: str = ""
+
+
+class ExportOptions(Strict):
+    path: Annotated[str, Field(min_length=1)] = Field(
+        description='the target file, e.g. --options \'{"path": "/tmp/fs.tar"}\''
+    )
+
+
+TASKS: dict[str, type[Strict]] = {"snapshot": SnapshotOptions, "export": ExportOptions}
 
 
 def generated_mac() -> str:
@@ -148,7 +168,7 @@ class ContainerDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self.cfg: dict[str, Any] = {}
+        self.cfg = ContainerConfig()
         self._engine: Engine | None = None
         self._totals: tuple[int, int] | None = None
 
@@ -159,14 +179,16 @@ class ContainerDriver:
         if self._engine is None:
             from drivers.container.engine import Engine, locate
 
-            self._engine = Engine(locate(self.cfg.get("socket", ""), self._settings.env))
+            self._engine = Engine(locate(self.cfg.socket, self._settings.env))
         return self._engine
 
     def is_remote(self) -> bool:
         return self.engine().is_remote
 
     def prepare(self, config: bytes) -> None:
-        self.cfg = load_config(CONFIG, config, self._name)
+        self.cfg = load_config(
+            ContainerConfig, config, self._name, self._settings.paths.config_file
+        )
 
     def _engine_totals(self) -> tuple[int, int]:
         """The engine's CPUs and memory (GiB). Podman's /info takes ~300 ms, so its answer
@@ -187,18 +209,8 @@ class ContainerDriver:
 
     # -- definitions and capacity --------------------------------------------------------
 
-    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
-        opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
-        if not opts["image"]:
-            raise UsageError(
-                "options.image: required: an engine image, an image dir from `shoal image "
-                "pull` (NAME-VERSION), or a path; e.g. -o image=busybox-1.36"
-            )
-        if opts["network"] not in ("none", "nat"):
-            raise UsageError(f'options.network must be "none" or "nat", got {opts["network"]!r}')
-        opts["argv"] = entry_argv(opts["entry"], required=False)
-        check_env(opts["env"])
-        return opts
+    def _options(self, definition: LabelDefinition) -> ContainerOptions:
+        return parse_options(ContainerOptions, definition.options)
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         self._options(definition)
@@ -210,7 +222,7 @@ class ContainerDriver:
 
     def _limits(self) -> tuple[int, int]:
         cpus, ram = self._engine_totals()
-        return self.cfg["cpu_limit"] or cpus, self.cfg["ram_limit"] or ram
+        return self.cfg.cpu_limit or cpus, self.cfg.ram_limit or ram
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
         cpu, ram = self._limits()
@@ -223,8 +235,8 @@ class ContainerDriver:
         return fit_count(
             cpu,
             ram,
-            self.cfg["cpu_overbook"],
-            self.cfg["ram_overbook"],
+            self.cfg.cpu_overbook,
+            self.cfg.ram_overbook,
             node_usage,
             req.resources,
         )
@@ -295,11 +307,11 @@ class ContainerDriver:
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
         opts = self._options(definition)
         engine = self.engine()
-        image = self._image(opts["image"])
+        image = self._image(opts.image)
         allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
         name = _NAME.sub("-", f"shoal-{allocation_id}").strip("-")
         # Metadata last: -o env cannot forge SHOAL_ALLOCATION_ID.
-        env = opts["env"] | {str(k): str(v) for k, v in metadata.items()}
+        env = opts.env | {str(k): str(v) for k, v in metadata.items()}
         mac = generated_mac()
         ram_bytes = definition.resources.ram * 2**30
         body: dict[str, Any] = {
@@ -311,16 +323,16 @@ class ContainerDriver:
                 "NanoCpus": definition.resources.cpu * 10**9,
                 "Memory": ram_bytes,
                 "MemorySwap": ram_bytes,  # no swap beyond the limit
-                "NetworkMode": "none" if opts["network"] == "none" else "bridge",
+                "NetworkMode": "none" if opts.network == "none" else "bridge",
             },
         }
-        if opts["network"] != "none":
+        if opts.network != "none":
             # Docker reads the top-level field; Podman only the endpoint's, on its network.
             body["MacAddress"] = mac
             endpoint = "podman" if engine.is_podman() else "bridge"
             body["NetworkingConfig"] = {"EndpointsConfig": {endpoint: {"MacAddress": mac}}}
-        if opts["argv"]:
-            body["Cmd"] = opts["argv"]
+        if opts.entry:
+            body["Cmd"] = opts.entry
         cid = engine.create(name, body)
         try:
             engine.start(cid)
@@ -335,7 +347,7 @@ class ContainerDriver:
             mac = attached.get("MacAddress") or mac
         return Resource(
             identifier=allocation_id,
-            hw_addr=mac if opts["network"] != "none" else "",
+            hw_addr=mac if opts.network != "none" else "",
             ip_addr=ip,
             metadata={"container": cid, "name": name, "image": image},
         )
@@ -395,18 +407,17 @@ class ContainerDriver:
         return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))
 
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
-        if task not in ("snapshot", "export"):
+        if task not in TASKS:
             return None
         parsed = json.loads(options) if options else {}
-        if not isinstance(parsed, dict):
-            raise UsageError("--options: must be a JSON object")
-        return ContainerTask(self, task, parsed)
+        place = schema.Place(UsageError, "--options", noun=f"option of task {task}")
+        return ContainerTask(self, task, schema.validate(TASKS[task], parsed, place).model_dump())
 
     def deallocate(self, res: Resource) -> None:
         engine = self.engine()
         cid = self._cid(res)
         try:
-            engine.stop(cid, self.cfg.get("grace_seconds", 10))
+            engine.stop(cid, self.cfg.grace_seconds)
         except NotFoundError:
             return  # already gone: nothing to free
         except ShoalError:
@@ -442,16 +453,10 @@ class ContainerTask:
         cid = self.driver._cid(self.res)
         engine = self.driver.engine()
         if self._name == "snapshot":
-            unknown = set(self.options) - {"repo", "tag"}
-            if unknown:
-                raise UsageError(f"snapshot: unknown option(s) {sorted(unknown)}; known: repo, tag")
             repo = str(self.options.get("repo") or f"shoal-snapshot-{self.res.identifier}")
             tag = str(self.options.get("tag") or "latest")
             image = engine.commit(cid, repo.lower(), tag)
             return json.dumps({"image": image, "reference": f"{repo.lower()}:{tag}"}).encode()
-        unknown = set(self.options) - {"path"}
-        if unknown or not self.options.get("path"):
-            raise UsageError('export: give the target file: --options \'{"path": "/tmp/fs.tar"}\'')
         target = Path(str(self.options["path"])).expanduser()
         if not target.parent.is_dir():
             raise UsageError(f"export: {target.parent} is not a directory; give a path in one")

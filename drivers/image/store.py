@@ -17,14 +17,20 @@ if TYPE_CHECKING:
     from providers.settings import Settings
 
 
+def image_settings(settings: Settings) -> dict[str, Any]:
+    """The config's [image] table, checked (a ConfigError names the file and the key), as
+    PullOptions.from_config takes it: the keys that are set."""
+    if "image" not in settings.config:  # nothing to check: pydantic stays unimported
+        return {}
+    from drivers.image.config import ImageSection
+    from providers.settings import config_model
+
+    return config_model(settings, ImageSection, "image").model_dump(exclude_none=True)
+
+
 def images_dir(settings: Settings) -> Path:
     """`[image] dir` from the config, else DATA/images."""
-    from providers.errors import ConfigError
-    from providers.settings import config_section
-
-    configured = config_section(settings.config, "image").get("dir")
-    if configured is not None and not isinstance(configured, str):
-        raise ConfigError("config [image].dir must be a path string")
+    configured = image_settings(settings).get("dir")
     return Path(configured).expanduser() if configured else settings.paths.data_dir / "images"
 
 

@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import re
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
 
 from drivers.base import UNLIMITED, ResourceDriverTask
+from drivers.fields import ENTRY, ENV, Command, Env
 from drivers.kubernetes import manifest as M
-from drivers.options import (
-    Opt,
-    check_env,
-    check_meta_names,
-    entry_argv,
-    load_config,
-    parse_opts,
-)
+from drivers.options import check_meta_names, load_config, parse_options
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
-from providers.errors import UsageError
+from providers.errors import UsageError, shown
 from providers.settings import Settings
+from providers.strict import Count, Strict
 
 if TYPE_CHECKING:
     from providers.kubernetes.catalog import KubernetesCatalog
@@ -43,31 +40,53 @@ _LABEL_KEY = re.compile(
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
-CONFIG: dict[str, Opt] = {
-    "context": Opt(str, "", "kubeconfig context (default: SHOAL_KUBE_CONTEXT or current)"),
-    "namespace": Opt(str, "", "namespace for the workloads (default: the context's)"),
-    "kind": Opt(str, "pod", "what an allocation creates: pod or job"),
-    "grace_seconds": Opt(int, 30, "termination grace period on free", 0),
-    "image": Opt(str, "", "image used when a definition names none"),
-}
-OPTIONS: dict[str, Opt] = {
-    "image": Opt(str, None, "container image, e.g. busybox:1.36"),
-    "entry": Opt(object, None, "command: a string (shell words) or a list; default the image's"),
-    "env": Opt(dict, {}, "extra environment variables"),
-    "pool": Opt(str, None, "node pool (value of the pool label)"),
-    "node_selector": Opt(dict, {}, "extra node labels to require"),
-    "spot": Opt(bool, None, "true: spot nodes only; false: on-demand only; unset: either"),
-    "gpus": Opt(int, 0, "GPUs to request", 0),
-    "gpu_resource": Opt(str, "nvidia.com/gpu", "extended resource name of the GPUs"),
-    "kind": Opt(str, None, "pod or job (default: the instance's)"),
-}
+
+
+def _label_key(name: str) -> str:
+    if not _LABEL_KEY.match(name):
+        raise ValueError(f"{shown(name)} is not a label name ([prefix/]name)")
+    return name
+
+
+def _label_value(value: str) -> str:
+    if not _LABEL_VALUE.match(value):
+        raise ValueError(f"{shown(value)} is not a label value (letters, digits, - _ .)")
+    return value
+
+
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+Kind = Literal["pod", "job"]
+
+
+class KubernetesConfig(Strict):
+    """[drivers."kubernetes/INSTANCE"]"""
+
+    context: str = Field("", description="kubeconfig context (default: SHOAL_KUBE_CONTEXT)")
+    namespace: str = Field("", description="namespace for the workloads (default: the context's)")
+    kind: Kind = Field("pod", description="what an allocation creates")
+    grace_seconds: Count = Field(30, description="termination grace period on free")
+    image: str = Field("", description="image used when a definition names none")
+
+
+class KubernetesOptions(Strict):
+    image: str = Field("", description="container image, e.g. busybox:1.36")
+    entry: Command = Field([], description=ENTRY)
+    env: Env = Field({}, description=ENV)
+    pool: LabelValue | None = Field(None, description="node pool (value of the pool label)")
+    node_selector: dict[Annotated[str, AfterValidator(_label_key)], LabelValue] = Field(
+        {}, description="extra node labels to require"
+    )
+    spot: bool | None = Field(None, description="true: spot only; false: on-demand only")
+    gpus: Count = Field(0, description="GPUs to request")
+    gpu_resource: str = Field("nvidia.com/gpu", description="extended resource name of the GPUs")
+    kind: Kind | None = Field(None, description="default: the instance's")
 
 
 class KubernetesDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self.cfg: dict[str, Any] = {}
+        self.cfg = KubernetesConfig()
         self._catalog: KubernetesCatalog | None = None
         self._pool_labels: dict[str, str] = {}
 
@@ -78,14 +97,8 @@ class KubernetesDriver:
         return True
 
     def prepare(self, config: bytes) -> None:
-        from providers.errors import ConfigError
-
-        self.cfg = load_config(CONFIG, config, self._name)
-        if self.cfg["kind"] not in ("pod", "job"):
-            raise ConfigError(
-                f'config [drivers."{self._name}"].kind must be "pod" or "job", '
-                f"got {self.cfg['kind']!r}"
-            )
+        paths = self._settings.paths
+        self.cfg = load_config(KubernetesConfig, config, self._name, paths.config_file)
 
     # -- the cluster ---------------------------------------------------------------------
 
@@ -94,8 +107,8 @@ class KubernetesDriver:
             from providers.kubernetes.catalog import KubernetesCatalog
 
             catalog = KubernetesCatalog.from_settings(self._settings)
-            if self.cfg.get("context"):
-                catalog.context = self.cfg["context"]
+            if self.cfg.context:
+                catalog.context = self.cfg.context
             self._catalog = catalog
         return self._catalog
 
@@ -105,30 +118,19 @@ class KubernetesDriver:
         return self.catalog().client(RegionSpec(name=context) if context else None)
 
     def _namespace(self, client: KubeClient) -> str:
-        return str(self.cfg.get("namespace") or client.connection.namespace or "default")
+        return self.cfg.namespace or client.connection.namespace or "default"
 
     # -- definitions and capacity --------------------------------------------------------
 
-    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
-        opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
-        opts["image"] = opts["image"] or self.cfg.get("image") or ""
-        if not opts["image"]:
+    def _options(self, definition: LabelDefinition) -> KubernetesOptions:
+        """The options, with the instance's image where they name none."""
+        opts = parse_options(KubernetesOptions, definition.options)
+        opts.image = opts.image or self.cfg.image
+        if not opts.image:
             raise UsageError(
                 "options.image: required, the container image; e.g. -o image=busybox:1.36 "
                 f'(or set image in [drivers."{self._name}"])'
             )
-        opts["kind"] = opts["kind"] or self.cfg.get("kind") or "pod"
-        if opts["kind"] not in ("pod", "job"):
-            raise UsageError(f'options.kind must be "pod" or "job", got {opts["kind"]!r}')
-        opts["argv"] = entry_argv(opts["entry"], required=False)
-        check_env(opts["env"])
-        for key, value in opts["node_selector"].items():
-            if not _LABEL_KEY.match(str(key)):
-                raise UsageError(f"options.node_selector: {key!r} is not a label name")
-            if not isinstance(value, str) or not _LABEL_VALUE.match(value):
-                raise UsageError(f"options.node_selector.{key}: {value!r} is not a label value")
-        if opts["pool"] is not None and not _LABEL_VALUE.match(opts["pool"]):
-            raise UsageError(f"options.pool: {opts['pool']!r} is not a label value")
         return opts
 
     def validate_definition(self, definition: LabelDefinition) -> None:
@@ -139,10 +141,10 @@ class KubernetesDriver:
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
         check_meta_names(metadata)
 
-    def _selector(self, opts: dict[str, Any]) -> dict[str, str]:
-        selector = dict(opts["node_selector"])
-        if opts["pool"]:
-            selector[self._pool_label(opts["pool"])] = opts["pool"]
+    def _selector(self, opts: KubernetesOptions) -> dict[str, str]:
+        selector = dict(opts.node_selector)
+        if opts.pool:
+            selector[self._pool_label(opts.pool)] = opts.pool
         return selector
 
     def _pool_label(self, pool: str) -> str:
@@ -171,17 +173,17 @@ class KubernetesDriver:
         client = self.client()
         # milli-units, as the arithmetic counts: cores, bytes, devices
         wanted = {"cpu": req.resources.cpu * 1000, "memory": req.resources.ram * 2**30 * 1000}
-        if opts["gpus"]:
-            wanted[opts["gpu_resource"]] = opts["gpus"] * 1000
+        if opts.gpus:
+            wanted[opts.gpu_resource] = opts.gpus * 1000
         if not any(wanted.values()):
             return UNLIMITED
         return count_fits(
             client,
             catalog.rules,
             selector=self._selector(opts),
-            spot=opts["spot"],
+            spot=opts.spot,
             wanted=wanted,
-            tolerations=M.SPOT_TOLERATIONS if opts["spot"] else [],
+            tolerations=M.SPOT_TOLERATIONS if opts.spot else [],
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -197,27 +199,28 @@ class KubernetesDriver:
         lifetime = definition.resources.lifetime
         deadline = int(parse_duration(lifetime, "lifetime").total_seconds()) if lifetime else None
         # Metadata last: -o env cannot forge SHOAL_ALLOCATION_ID.
-        env = opts["env"] | {str(k): str(v) for k, v in metadata.items()}
+        env = opts.env | {str(k): str(v) for k, v in metadata.items()}
+        kind = opts.kind or self.cfg.kind
         spec = M.pod_spec(
-            image=opts["image"],
-            argv=opts["argv"],
+            image=opts.image,
+            argv=opts.entry,
             env=env,
             cpu=definition.resources.cpu,
             ram_gib=definition.resources.ram,
-            gpus=opts["gpus"],
-            gpu_resource=opts["gpu_resource"],
+            gpus=opts.gpus,
+            gpu_resource=opts.gpu_resource,
             node_selector=self._selector(opts),
-            spot=opts["spot"],
+            spot=opts.spot,
             spot_rules=self.catalog().rules.spot_rules,
             deadline_seconds=deadline,
         )
-        body = M.manifest(opts["kind"], name, namespace, allocation_id, socket.gethostname(), spec)
-        created = client.create(M.path(opts["kind"], namespace), body)
+        body = M.manifest(kind, name, namespace, allocation_id, socket.gethostname(), spec)
+        created = client.create(M.path(kind, namespace), body)
         uid = str((created.get("metadata") or {}).get("uid", ""))
         return Resource(
             identifier=allocation_id,
             metadata={
-                "kind": opts["kind"],
+                "kind": kind,
                 "namespace": namespace,
                 "name": name,
                 "context": client.connection.context,
@@ -228,7 +231,7 @@ class KubernetesDriver:
     def _where(self, res: Resource) -> tuple[KubeClient, str, str, str]:
         meta = res.metadata or {}
         client = self.client(meta.get("context") or None)
-        kind = str(meta.get("kind") or self.cfg.get("kind") or "pod")
+        kind = str(meta.get("kind") or self.cfg.kind)
         namespace = str(meta.get("namespace") or self._namespace(client))
         name = str(meta.get("name") or M.object_name(res.identifier))
         return client, kind, namespace, name
@@ -316,4 +319,4 @@ class KubernetesDriver:
             # `-o kind=job` made a Job: delete both names; the missing one is a harmless 404.
             kinds = ["pod", "job"]
         for each in kinds:
-            client.delete(M.path(each, namespace, name), grace_seconds=self.cfg["grace_seconds"])
+            client.delete(M.path(each, namespace, name), grace_seconds=self.cfg.grace_seconds)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -24,24 +23,20 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from drivers import procinfo
 from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import (
-    Opt,
-    check_env,
-    check_meta_names,
-    ensure_workspace,
-    entry_argv,
-    load_config,
-    parse_opts,
-)
+from drivers.fields import ENV, Command, Env, EnvName
+from drivers.options import check_meta_names, ensure_workspace, load_config, parse_options
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
-from providers.errors import ConfigError, ShoalError, UsageError, shown
+from providers.errors import ShoalError, UsageError, shown
 from providers.local.catalog import LocalCatalog
 from providers.settings import Settings
+from providers.strict import Count, NonNegative, Strict
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 PID_FILE = ".shoal-pid"
@@ -49,17 +44,23 @@ CPUS_FILE = ".shoal-cpus"
 LOG_FILE = "output.log"
 _POLL_SECONDS = 0.02
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SUPPLY = "0 = the local supply: host minus reserve"
 
-CONFIG: dict[str, Opt] = {
-    "cpu_limit": Opt(int, 0, "vCPUs to hand out, 0 = the local supply (host minus reserve)", 0),
-    "ram_limit": Opt(int, 0, "GiB to hand out, 0 = the local supply (host minus reserve)", 0),
-    "cpu_overbook": Opt(int, 0, "extra vCPUs tenants may share when all allow it", 0),
-    "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
-    "grace_seconds": Opt(float, 10.0, "SIGTERM -> SIGKILL grace period on free", 0),
-    "workspace": Opt(str, "", "root of the per-allocation workspaces (default: state dir)"),
-    "env_passthrough": Opt(list, [], "more of shoal's environment variables workloads inherit"),
-}
+
+class ProcessConfig(Strict):
+    """[drivers."process/INSTANCE"]"""
+
+    cpu_limit: Count = Field(0, description=f"vCPUs to hand out, {SUPPLY}")
+    ram_limit: Count = Field(0, description=f"GiB to hand out, {SUPPLY}")
+    cpu_overbook: Count = Field(0, description="extra vCPUs tenants may share when all allow it")
+    ram_overbook: Count = Field(0, description="extra GiB tenants may share when all allow it")
+    grace_seconds: NonNegative = Field(10.0, description="SIGTERM -> SIGKILL grace on free")
+    workspace: str = Field("", description="root of the workspaces (default: the state dir)")
+    env_passthrough: list[EnvName] = Field(
+        [], description="more of shoal's environment variables workloads inherit"
+    )
+
+
 # What a workload inherits of shoal's environment: what programs need to run (search path,
 # home, user, locale, time zone, temp dir, terminal). Nothing else, so shoal's settings and
 # whatever credentials its caller holds (SHOAL_IMAGE_PASSWORD, cloud keys, tokens) stay out
@@ -77,11 +78,14 @@ INHERITED_ENV = (
     "TERM",
 )
 INHERITED_PREFIXES = ("LC_",)
-OPTIONS: dict[str, Opt] = {
-    "entry": Opt(object, None, "command to run: a string (shell words) or a list"),
-    "env": Opt(dict, {}, "extra environment variables"),
-    "grace_seconds": Opt(float, None, "override the instance's grace period", 0),
-}
+class ProcessOptions(Strict):
+    entry: Annotated[Command, Field(min_length=1)] = Field(
+        description="the command to run: shell words or a list; e.g. --option entry='sleep 600'"
+    )
+    env: Env = Field({}, description=ENV)
+    grace_seconds: NonNegative | None = Field(
+        None, description="seconds from SIGTERM to SIGKILL on free; default: the instance's"
+    )
 
 
 def inherited_env(environ: Mapping[str, str], passthrough: list[str]) -> dict[str, str]:
@@ -93,7 +97,7 @@ class ProcessDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self.cfg: dict[str, Any] = {}
+        self.cfg = ProcessConfig()
         self.root = Path()
 
     def name(self) -> str:
@@ -103,22 +107,14 @@ class ProcessDriver:
         return False
 
     def prepare(self, config: bytes) -> None:
-        self.cfg = load_config(CONFIG, config, self._name)
-        for name in self.cfg["env_passthrough"]:
-            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-                raise ConfigError(
-                    f'config [drivers."{self._name}"] env_passthrough: {shown(name)} is not '
-                    "an environment variable name"
-                )
-        self.root = ensure_workspace(self._settings.paths, self.cfg["workspace"], self._name)
+        paths = self._settings.paths
+        self.cfg = load_config(ProcessConfig, config, self._name, paths.config_file)
+        self.root = ensure_workspace(paths, self.cfg.workspace, self._name)
 
     # -- definitions and capacity ----------------------------------------------------------
 
-    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
-        opts = parse_opts(OPTIONS, definition.options, "options", UsageError)
-        opts["argv"] = entry_argv(opts["entry"], required=True)
-        check_env(opts["env"])
-        return opts
+    def _options(self, definition: LabelDefinition) -> ProcessOptions:
+        return parse_options(ProcessOptions, definition.options)
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         self._options(definition)
@@ -127,7 +123,7 @@ class ProcessDriver:
         check_meta_names(metadata)
 
     def _limits(self) -> tuple[int, int]:
-        cpu, ram = self.cfg["cpu_limit"], self.cfg["ram_limit"]
+        cpu, ram = self.cfg.cpu_limit, self.cfg.ram_limit
         if cpu and ram:
             return cpu, ram
         supply = LocalCatalog.from_settings(self._settings).supply()
@@ -142,7 +138,7 @@ class ProcessDriver:
         if cpu < 1 or ram < 1:
             return 0
         return fit_count(
-            cpu, ram, self.cfg["cpu_overbook"], self.cfg["ram_overbook"], node_usage, req.resources
+            cpu, ram, self.cfg.cpu_overbook, self.cfg.ram_overbook, node_usage, req.resources
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -177,10 +173,10 @@ class ProcessDriver:
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
         opts = self._options(definition)
         self.validate_metadata(metadata)
-        env = inherited_env(os.environ, self.cfg["env_passthrough"])
+        env = inherited_env(os.environ, self.cfg.env_passthrough)
         for key, value in metadata.items():
             env[key] = value if isinstance(value, str) else json.dumps(value)
-        env.update(opts["env"])
+        env.update(opts.env)
         identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"process-{os.urandom(4).hex()}")
         workspace = self._workspace(identifier)
         workspace.mkdir(parents=True)
@@ -212,7 +208,7 @@ class ProcessDriver:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
         try:
             proc = subprocess.Popen(
-                opts["argv"],
+                opts.entry,
                 cwd=workspace,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -225,7 +221,7 @@ class ProcessDriver:
         except OSError as exc:  # not found, not executable, exec format: nothing started
             shutil.rmtree(workspace, ignore_errors=True)
             raise UsageError(
-                f"options.entry: cannot run {shown(opts['argv'][0])}: {exc.strerror or exc}"
+                f"options.entry: cannot run {shown(opts.entry[0])}: {exc.strerror or exc}"
             ) from None
         except subprocess.SubprocessError as exc:  # the limits could not be applied
             shutil.rmtree(workspace, ignore_errors=True)
@@ -239,11 +235,7 @@ class ProcessDriver:
         # Popen would warn when collected while the workload runs on; the workload outlives us.
         proc.returncode = 0
         identity = self._identity(workspace) or (proc.pid, procinfo.start_time(proc.pid))
-        grace = (
-            opts["grace_seconds"]
-            if opts["grace_seconds"] is not None
-            else self.cfg["grace_seconds"]
-        )
+        grace = self.cfg.grace_seconds if opts.grace_seconds is None else opts.grace_seconds
         return Resource(
             identifier=identifier,
             ip_addr="127.0.0.1",
@@ -255,7 +247,7 @@ class ProcessDriver:
                 "workspace": str(workspace),
                 "log": str(workspace / LOG_FILE),
                 "grace_seconds": grace,
-                "argv": opts["argv"],
+                "argv": opts.entry,
             },
         )
 
@@ -311,7 +303,7 @@ class ProcessDriver:
     def deallocate(self, res: Resource) -> None:
         workspace = self._workspace(res.identifier)
         identity = self._resolve_identity(res)
-        grace = float(res.metadata.get("grace_seconds", self.cfg["grace_seconds"]))
+        grace = float(res.metadata.get("grace_seconds", self.cfg.grace_seconds))
         if identity is not None and procinfo.signal_exactly(*identity, signal.SIGTERM):
             pid, started = identity
             if not self._wait_gone(pid, started, grace):

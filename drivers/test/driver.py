@@ -15,16 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from drivers.base import CAPACITY_ERROR, ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.options import (
-    Opt,
-    ensure_workspace,
-    load_config,
-    parse_opts,
-    probability,
-    roll,
-)
+from drivers.fields import Probability
+from drivers.options import ensure_workspace, load_config, parse_options, roll
 from drivers.types import (
     STATUS_ALLOCATED,
     STATUS_NONE,
@@ -33,35 +29,52 @@ from drivers.types import (
     Resource,
     Resources,
 )
+from providers import schema
 from providers.errors import ShoalError, UsageError
 from providers.settings import Settings
+from providers.strict import Count, NonNegative, Strict
 from providers.timeutil import utcnow
 from providers.wire import format_time
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 
-CONFIG: dict[str, Opt] = {
-    "is_remote": Opt(bool, False, "pretend to be remote: do not count against this node"),
-    "workspace": Opt(str, "", "directory for marker files (default: state dir)"),
-    "cpu_limit": Opt(int, 0, "vCPUs available, 0 unlimited", 0),
-    "ram_limit": Opt(int, 0, "RAM available in GiB, 0 unlimited", 0),
-    "cpu_overbook": Opt(int, 0, "extra vCPUs tenants may share when all allow it", 0),
-    "ram_overbook": Opt(int, 0, "extra GiB tenants may share when all allow it", 0),
-    "fail_status": probability("fail status calls"),
-    "fail_deallocate": probability("fail deallocate calls"),
-    "fail_snapshot": probability("fail snapshot tasks"),
-}
-OPTIONS: dict[str, Opt] = {
-    "fail_validate": probability("fail definition validation"),
-    "fail_available_capacity": probability("fail capacity checks"),
-    "fail_allocate": probability("fail allocation"),
-    "fail_status": probability("fail status calls"),
-    "fail_deallocate": probability("fail deallocate calls"),
-    "fail_snapshot": probability("fail snapshot tasks"),
-    "delay_available_capacity": Opt(float, 0.0, "seconds to stall in capacity checks", 0),
-    "delay_allocate": Opt(float, 0.0, "seconds to stall in allocate", 0),
-    "delay_deallocate": Opt(float, 0.0, "seconds to stall in deallocate", 0),
-}
+OVERBOOK = "extra {} tenants may share when all allow it"
+
+
+class TestConfig(Strict):
+    """[drivers."test/INSTANCE"]"""
+
+    __test__ = False  # not a pytest class
+
+    is_remote: bool = Field(False, description="pretend to be remote: not counted on this node")
+    workspace: str = Field("", description="directory for marker files (default: state dir)")
+    cpu_limit: Count = Field(0, description="vCPUs available, 0 unlimited")
+    ram_limit: Count = Field(0, description="GiB available, 0 unlimited")
+    cpu_overbook: Count = Field(0, description=OVERBOOK.format("vCPUs"))
+    ram_overbook: Count = Field(0, description=OVERBOOK.format("GiB"))
+    fail_status: Probability = 0
+    fail_deallocate: Probability = 0
+    fail_snapshot: Probability = 0
+
+
+class TestOptions(Strict):
+    """Injected failures (0..255) and stalls (seconds)."""
+
+    __test__ = False
+
+    fail_validate: Probability = 0
+    fail_available_capacity: Probability = 0
+    fail_allocate: Probability = 0
+    fail_status: Probability = 0
+    fail_deallocate: Probability = 0
+    fail_snapshot: Probability = 0
+    delay_available_capacity: NonNegative = Field(0.0, description="seconds to stall")
+    delay_allocate: NonNegative = Field(0.0, description="seconds to stall")
+    delay_deallocate: NonNegative = Field(0.0, description="seconds to stall")
+
+
+class SnapshotOptions(Strict):
+    label: str = ""
 
 
 class InjectedFailure(ShoalError):
@@ -74,21 +87,21 @@ class TestDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._paths = settings.paths
-        self.cfg: dict[str, Any] = {}
+        self.cfg = TestConfig()
         self.workspace = Path()
 
     def name(self) -> str:
         return self._name
 
     def is_remote(self) -> bool:
-        return bool(self.cfg.get("is_remote"))
+        return self.cfg.is_remote
 
     def prepare(self, config: bytes) -> None:
-        self.cfg = load_config(CONFIG, config, self._name)
-        self.workspace = ensure_workspace(self._paths, self.cfg["workspace"], self._name)
+        self.cfg = load_config(TestConfig, config, self._name, self._paths.config_file)
+        self.workspace = ensure_workspace(self._paths, self.cfg.workspace, self._name)
 
-    def _options(self, definition: LabelDefinition) -> dict[str, Any]:
-        return parse_opts(OPTIONS, definition.options, "options", UsageError)
+    def _options(self, definition: LabelDefinition) -> TestOptions:
+        return parse_options(TestOptions, definition.options)
 
     def _fail(self, what: str, chance: int) -> None:
         if roll(chance):
@@ -98,22 +111,22 @@ class TestDriver:
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         opts = self._options(definition)
-        self._fail("validate", opts["fail_validate"])
+        self._fail("validate", opts.fail_validate)
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
         try:
             opts = self._options(req)
         except UsageError:
             return CAPACITY_ERROR
-        if roll(opts["fail_available_capacity"]):
+        if roll(opts.fail_available_capacity):
             return CAPACITY_ERROR
-        if opts["delay_available_capacity"]:
-            time.sleep(opts["delay_available_capacity"])
+        if opts.delay_available_capacity:
+            time.sleep(opts.delay_available_capacity)
         return fit_count(
-            self.cfg["cpu_limit"],
-            self.cfg["ram_limit"],
-            self.cfg["cpu_overbook"],
-            self.cfg["ram_overbook"],
+            self.cfg.cpu_limit,
+            self.cfg.ram_limit,
+            self.cfg.cpu_overbook,
+            self.cfg.ram_overbook,
             node_usage,
             req.resources,
         )
@@ -127,12 +140,13 @@ class TestDriver:
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
         opts = self._options(definition)
-        self._fail("allocate", opts["fail_allocate"])
-        if opts["delay_allocate"]:
-            time.sleep(opts["delay_allocate"])
+        self._fail("allocate", opts.fail_allocate)
+        if opts.delay_allocate:
+            time.sleep(opts.delay_allocate)
         identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"test-{secrets.token_hex(3)}")
         marker = self._marker(identifier)
-        payload = {"options": opts, "created": format_time(utcnow())}
+        stored = opts.model_dump()
+        payload = {"options": stored, "created": format_time(utcnow())}
         tmp = marker.with_name(f".{identifier}.tmp")
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, marker)  # a marker exists whole or not at all
@@ -140,7 +154,7 @@ class TestDriver:
             identifier=identifier,
             ip_addr="127.0.0.1",
             authentication=definition.authentication,
-            metadata={"options": opts},
+            metadata={"options": stored},
         )
 
     def _stored_options(self, res: Resource) -> dict[str, Any]:
@@ -148,7 +162,7 @@ class TestDriver:
         return stored if isinstance(stored, dict) else {}
 
     def status(self, res: Resource) -> str:
-        chance = max(self.cfg["fail_status"], self._stored_options(res).get("fail_status", 0))
+        chance = max(self.cfg.fail_status, self._stored_options(res).get("fail_status", 0))
         self._fail(f"status {res.identifier}", chance)
         return STATUS_ALLOCATED if self._marker(res.identifier).exists() else STATUS_NONE
 
@@ -156,21 +170,15 @@ class TestDriver:
         if task != SnapshotTask.NAME:
             return None
         parsed = json.loads(options) if options else {}
-        if not isinstance(parsed, dict):
-            raise UsageError("--options: must be a JSON object")
-        for key in parsed:
-            if key not in SnapshotTask.OPTIONS:
-                raise UsageError(
-                    f"--options: unknown option {key!r} for task snapshot; "
-                    f"known: {', '.join(SnapshotTask.OPTIONS)}"
-                )
-        return SnapshotTask(driver=self, label=str(parsed.get("label", "")))
+        place = schema.Place(UsageError, "--options", noun="option of task snapshot")
+        checked = schema.validate(SnapshotOptions, parsed, place)
+        return SnapshotTask(driver=self, label=checked.label)
 
     def deallocate(self, res: Resource) -> None:
         opts = self._stored_options(res)
         self._fail(
             f"deallocate {res.identifier}",
-            max(self.cfg["fail_deallocate"], opts.get("fail_deallocate", 0)),
+            max(self.cfg.fail_deallocate, opts.get("fail_deallocate", 0)),
         )
         if opts.get("delay_deallocate"):
             time.sleep(float(opts["delay_deallocate"]))
@@ -183,7 +191,6 @@ class SnapshotTask:
     """Record a snapshot of the resource; returns its name and time as JSON."""
 
     NAME = "snapshot"
-    OPTIONS = ("label",)
 
     driver: TestDriver
     label: str = ""
@@ -205,7 +212,7 @@ class SnapshotTask:
         if self.res is None:
             raise ShoalError("snapshot: no resource given")
         opts = self.driver._stored_options(self.res)
-        chance = max(self.driver.cfg["fail_snapshot"], opts.get("fail_snapshot", 0))
+        chance = max(self.driver.cfg.fail_snapshot, opts.get("fail_snapshot", 0))
         self.driver._fail(f"snapshot {self.res.identifier}", chance)
         marker = self.driver._marker(self.res.identifier)
         if not marker.exists():

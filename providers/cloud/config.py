@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from providers.errors import ConfigError
-from providers.numbers import is_number
-from providers.settings import Settings, config_section
+from providers.settings import Settings, config_model
+
+if TYPE_CHECKING:
+    from providers.sections import CloudSection
+    from providers.strict import Strict
 
 DEFAULT_TTL_HOURS = 24.0
+
+
+def section(settings: Settings, provider: str) -> Strict:
+    """The provider's table, checked by its model ([aws], [kubernetes]...; another cloud's
+    by the keys every cloud table has)."""
+    from providers.sections import SECTIONS, CloudSection
+
+    return config_model(settings, SECTIONS.get(provider, CloudSection), provider)
+
+
+def cloud_section(settings: Settings, provider: str) -> CloudSection:
+    from providers.sections import CLOUDS, CloudSection
+
+    return config_model(settings, CLOUDS.get(provider, CloudSection), provider)
 
 
 def setting(settings: Settings, provider: str, key: str, env_var: str, default: str = "") -> str:
@@ -16,11 +34,10 @@ def setting(settings: Settings, provider: str, key: str, env_var: str, default: 
     value = settings.env.get(env_var, "")
     if value:
         return value
-    section = config_section(settings.config, provider)
-    configured = section.get(key, default)
-    if not isinstance(configured, str):
-        raise ConfigError(f"config [{provider}] {key} must be a string, got {configured!r}")
-    return configured
+    if provider not in settings.config:  # nothing to check: pydantic stays unimported
+        return default
+    configured = getattr(section(settings, provider), key)
+    return default if configured is None else str(configured)
 
 
 def base_url(settings: Settings, provider: str, key: str, env_var: str, default: str) -> str:
@@ -35,10 +52,6 @@ def base_url(settings: Settings, provider: str, key: str, env_var: str, default:
 
 def ttl(settings: Settings, provider: str) -> timedelta:
     """How long a refresh stays fresh: `[provider] ttl_hours` (default 24)."""
-    value = config_section(settings.config, provider).get("ttl_hours", DEFAULT_TTL_HOURS)
-    if not is_number(value) or value <= 0 or value > 24 * 365 * 100:
-        raise ConfigError(
-            f"config [{provider}] ttl_hours must be a number of hours > 0 (at most a "
-            f"century), got {value!r}"
-        )
-    return timedelta(hours=float(value))
+    if provider not in settings.config:
+        return timedelta(hours=DEFAULT_TTL_HOURS)
+    return timedelta(hours=cloud_section(settings, provider).ttl_hours)

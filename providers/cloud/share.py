@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
-import re
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,23 +36,19 @@ from providers.wire import format_time
 FORMAT = "shoal-catalog"
 CLOUD_PROVIDERS = ("aws", "azure", "gcp")  # the built-in catalogs that keep this cache
 VERSION = 1
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-_ITEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_OFFER_FIELDS = (
-    ("instanceType", "instance_type", str),
-    ("vcpus", "vcpus", float | None),
-    ("memoryGib", "memory_gib", float | None),
-    ("arch", "arch", str),
-    ("gpu", "gpu", str),
-    ("gpuCount", "gpu_count", int),
-    ("gpuMemoryGib", "gpu_memory_gib", float),
-    ("onDemand", "on_demand", float | None),
-    ("spot", "spot", float | None),
-    ("scheduled", "scheduled", float | None),
-    ("shapeSource", "shape_source", str),
+_OFFER_FIELDS = (  # (wire, attribute)
+    ("instanceType", "instance_type"),
+    ("vcpus", "vcpus"),
+    ("memoryGib", "memory_gib"),
+    ("arch", "arch"),
+    ("gpu", "gpu"),
+    ("gpuCount", "gpu_count"),
+    ("gpuMemoryGib", "gpu_memory_gib"),
+    ("onDemand", "on_demand"),
+    ("spot", "spot"),
+    ("scheduled", "scheduled"),
+    ("shapeSource", "shape_source"),
 )
-_OPTIONAL = frozenset({"shapeSource"})  # older exports lack it
 
 
 @dataclass
@@ -92,7 +86,7 @@ def export(cache: CatalogCache, provider: str) -> dict[str, Any]:
                 "currency": info.currency,
                 "notes": list(info.notes),
                 "offers": [
-                    {wire: getattr(offer, attr) for wire, attr, _ in _OFFER_FIELDS}
+                    {wire: getattr(offer, attr) for wire, attr in _OFFER_FIELDS}
                     for offer in cache.offers(provider, info.region)
                 ],
             }
@@ -177,121 +171,35 @@ def read(path: Path, raw: bytes | None = None) -> dict[str, Any]:
     return document
 
 
-class _Checker:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, where: str, message: str) -> ShoalError:
-        return ShoalError(f"{self.path}: {where}: {message}; nothing was imported")
-
-    def value(self, where: str, value: Any, kind: Any) -> Any:
-        if kind == float | None:
-            if value is None:
-                return None
-            kind = float
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise self.fail(where, f"expected {getattr(kind, '__name__', kind)}, got {value!r}")
-        if kind is float and not (math.isfinite(value) and 0 <= value <= 1e9):
-            raise self.fail(where, f"must be a finite number >= 0, got {value!r}")
-        if kind is int and not 0 <= value <= 1_000_000:
-            raise self.fail(where, f"must be an integer from 0 to 1000000, got {value!r}")
-        if kind is str:
-            value = _CONTROL.sub("", value)[:1000]
-        return value
-
-    def name(self, where: str, value: Any) -> str:
-        text: str = self.value(where, value, str)
-        if not _ITEM_NAME.match(text):
-            raise self.fail(where, f"{text!r} is not a region or instance type name")
-        return text
-
-    def time(self, where: str, value: Any) -> datetime:
-        from providers.timeutil import parse_time
-
-        text = self.value(where, value, str)
-        try:
-            at = parse_time(text, where)
-        except ShoalError:
-            raise self.fail(where, f"{text!r} is not an RFC 3339 time") from None
-        if at > utcnow() + timedelta(minutes=10):
-            raise self.fail(where, f"{text} is in the future; the exporting clock is wrong")
-        return at
-
-
 def parse(
     document: dict[str, Any], path: Path
 ) -> tuple[str, list[RegionSpec], list[Snapshot], list[HistoryRow]]:
-    check = _Checker(path)
-    provider = check.value("provider", document.get("provider"), str)
-    if not _NAME.match(provider):
-        raise check.fail("provider", f"{provider!r} is not a provider name")
-    regions = []
-    for i, item in enumerate(check.value("regions", document.get("regions", []), list)):
-        where = f"regions[{i}]"
-        item = check.value(where, item, dict)
-        zones = check.value(f"{where}.zones", item.get("zones", []), list)
-        regions.append(
-            RegionSpec(
-                name=check.name(f"{where}.name", item.get("name")),
-                location=check.value(f"{where}.location", item.get("location", ""), str),
-                zones=[check.value(f"{where}.zones", z, str) for z in zones],
-            )
-        )
-    snapshots: list[Snapshot] = []
-    for i, item in enumerate(check.value("snapshots", document.get("snapshots"), list)):
-        where = f"snapshots[{i}]"
-        item = check.value(where, item, dict)
+    """The whole file checked (providers/cloud/export_file.py) before anything is written."""
+    from providers import schema
+    from providers.cloud.export_file import ExportFile
+
+    place = schema.Place(ShoalError, str(path), fix="nothing was imported")
+    checked = schema.validate(ExportFile, document, place)
+    regions = [RegionSpec(name=r.name, location=r.location, zones=r.zones) for r in checked.regions]
+    snapshots = []
+    for item in checked.snapshots:
         snap = Snapshot(
-            provider=provider,
-            region=check.name(f"{where}.region", item.get("region")),
-            fetched_at=check.time(f"{where}.fetchedAt", item.get("fetchedAt")),
-            source=check.value(f"{where}.source", item.get("source", ""), str),
-            currency=check.value(f"{where}.currency", item.get("currency", "USD"), str),
-            notes=[
-                check.value(f"{where}.notes", n, str)
-                for n in check.value(f"{where}.notes", item.get("notes", []), list)
-            ],
+            provider=checked.provider,
+            region=item.region,
+            fetched_at=item.fetchedAt,
+            source=item.source,
+            currency=item.currency,
+            notes=item.notes,
         )
-        if snap.currency != "USD":
-            raise check.fail(f"{where}.currency", f"{snap.currency!r}; only USD is compared")
-        for j, raw in enumerate(check.value(f"{where}.offers", item.get("offers"), list)):
-            at = f"{where}.offers[{j}]"
-            raw = check.value(at, raw, dict)
-            fields = {
-                attr: check.value(f"{at}.{wire}", raw.get(wire), kind)
-                for wire, attr, kind in _OFFER_FIELDS
-                if wire in raw or (kind != float | None and wire not in _OPTIONAL)
-            }
-            offer = Offer(**fields)
+        for raw in item.offers:
+            offer = Offer(**{attr: getattr(raw, wire) for wire, attr in _OFFER_FIELDS})
             # Exports from before unknown shapes were null wrote them as 0.
             offer.vcpus = offer.vcpus or None
             offer.memory_gib = offer.memory_gib or None
-            check.name(f"{at}.instanceType", offer.instance_type)
             snap.offers[offer.instance_type] = offer
-        if any(s.region == snap.region for s in snapshots):
-            raise check.fail(where, f"region {snap.region!r} appears twice")
         snapshots.append(snap)
-    history: list[HistoryRow] = []
-    for i, row in enumerate(check.value("history", document.get("history", []), list)):
-        where = f"history[{i}]"
-        row = check.value(where, row, list)
-        if len(row) != 6:
-            raise check.fail(
-                where, "expected [region, type, observedAt, onDemand, spot, scheduled]"
-            )
-        history.append(
-            (
-                check.name(where, row[0]),
-                check.name(where, row[1]),
-                check.time(where, row[2]).timestamp(),
-                check.value(where, row[3], float | None),
-                check.value(where, row[4], float | None),
-                check.value(where, row[5], float | None),
-            )
-        )
-    return provider, regions, snapshots, history
+    history = [(r, name, at.timestamp(), od, sp, sc) for r, name, at, od, sp, sc in checked.history]
+    return checked.provider, regions, snapshots, history
 
 
 def load(cache: CatalogCache, path: Path, raw: bytes | None = None) -> ImportReport:

@@ -12,7 +12,8 @@ report. `pricing` joins each node's instance type to the cloud catalog's cached 
 the region), for the hourly cost of each pool, split into used and idle nodes.
 
 Config (`[kubernetes]`): `context`, `pool_label`, `breakdown_labels` (list),
-`spot_labels` (a table: label = [values meaning spot]), `namespace` (for the driver).
+`spot_labels` (a table: label = [values meaning spot]). The driver's namespace is its
+instance's (`[drivers."kubernetes/NAME"] namespace`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers import gpus as gpu_names
-from providers.errors import ConfigError, UsageError
+from providers.errors import UsageError
 from providers.kubernetes.capacity import (
     INSTANCE_TYPE_LABELS,
     UNKNOWN,
@@ -45,12 +46,12 @@ from providers.models import (
     ResourceListOptions,
     ResourcePricing,
 )
-from providers.settings import Settings, config_section
+from providers.settings import Settings, config_model
 from providers.timeutil import utcnow
 
 if TYPE_CHECKING:
     from providers.kubernetes.client import KubeClient
-    from providers.kubernetes.kubeconfig import Connection
+    from providers.kubernetes.connection import Connection
 
 PROVIDER = "kubernetes"
 NODES = "/api/v1/nodes"
@@ -75,28 +76,18 @@ def _no_gc() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-def rules_from_config(config: Mapping[str, Any]) -> PoolRules:
-    section = config_section(config, PROVIDER)
+def rules_from_config(settings: Settings) -> PoolRules:
     defaults = PoolRules()
-    pool_label = section.get("pool_label", defaults.pool_label)
-    breakdown = section.get("breakdown_labels", list(defaults.breakdown_labels))
-    spot = section.get("spot_labels")
-    if not isinstance(pool_label, str) or not pool_label:
-        raise ConfigError("config [kubernetes] pool_label must be a label name string")
-    if not isinstance(breakdown, list) or not all(isinstance(b, str) for b in breakdown):
-        raise ConfigError("config [kubernetes] breakdown_labels must be a list of label names")
-    spot_rules = dict(defaults.spot_rules)
-    if spot is not None:
-        if not isinstance(spot, dict) or not all(
-            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in spot.values()
-        ):
-            raise ConfigError(
-                "config [kubernetes] spot_labels must be a table of label = [values], e.g. "
-                '{"example.com/capacity" = ["spot"]}'
-            )
-        spot_rules = {k: tuple(v) for k, v in spot.items()}
+    if PROVIDER not in settings.config:
+        return defaults
+    from providers.sections import KubernetesSection
+
+    section = config_model(settings, KubernetesSection, PROVIDER)
+    breakdown, spot = section.breakdown_labels, section.spot_labels
     return PoolRules(
-        pool_label=pool_label, breakdown_labels=tuple(breakdown), spot_rules=spot_rules
+        pool_label=section.pool_label or defaults.pool_label,
+        breakdown_labels=defaults.breakdown_labels if breakdown is None else tuple(breakdown),
+        spot_rules=defaults.spot_rules if spot is None else {k: tuple(v) for k, v in spot.items()},
     )
 
 
@@ -122,7 +113,7 @@ class KubernetesCatalog:
         from providers.env import ENV_KUBE_CONTEXT
 
         context = setting(settings, PROVIDER, "context", ENV_KUBE_CONTEXT) or None
-        return cls(settings, context, rules_from_config(settings.config))
+        return cls(settings, context, rules_from_config(settings))
 
     def provider(self) -> str:
         return PROVIDER

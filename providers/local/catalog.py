@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from providers.errors import ConfigError, UsageError
+from providers.errors import UsageError
 from providers.local.host import HostShape, detect
 from providers.models import (
     InstanceTypeSpec,
@@ -27,9 +27,8 @@ from providers.models import (
     ResourceStatItem,
     selector_record,
 )
-from providers.numbers import is_number
 from providers.regions import check_region
-from providers.settings import Settings, config_section
+from providers.settings import Settings, config_model
 from providers.timeutil import utcnow
 from providers.wire import format_time
 
@@ -42,7 +41,6 @@ INSTANCE_TYPE = "host"
 # Read from this machine at every call: CPU affinity and cgroup quota, /proc/meminfo and
 # the cgroup memory limit, nvidia-smi.
 SHAPE_SOURCE = "this host (/proc, cgroups, nvidia-smi)"
-PRICE_KEYS = {"on_demand": "on_demand_price", "spot": "spot_price", "scheduled": "scheduled_price"}
 
 
 def quantity(value: float) -> str:
@@ -59,13 +57,6 @@ def _floor_second(at: datetime) -> datetime:
 def _ceil_second(at: datetime) -> datetime:
     floor = at.replace(microsecond=0)
     return floor if floor == at else floor + timedelta(seconds=1)
-
-
-def _number(section: dict[str, Any], key: str, where: str) -> float:
-    value = section.get(key, 0)
-    if not is_number(value) or value < 0:
-        raise ConfigError(f"config {where}.{key} must be a number >= 0, got {value!r}")
-    return float(value)
 
 
 class LocalCatalog:
@@ -85,34 +76,22 @@ class LocalCatalog:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalCatalog:
-        local = config_section(settings.config, "local")
-        unknown_local = set(local) - {"reserve_cpu", "reserve_ram_gib", "pricing"}
-        if unknown_local:
-            raise ConfigError(
-                f"config [local] has unknown key {sorted(unknown_local)[0]!r}; "
-                "known: reserve_cpu, reserve_ram_gib, [local.pricing]"
-            )
-        pricing = config_section(settings.config, "local", "pricing")
-        unknown = set(pricing) - set(PRICE_KEYS)
-        if unknown:
-            raise ConfigError(
-                f"config [local.pricing] has unknown key {sorted(unknown)[0]!r}; "
-                f"known: {', '.join(PRICE_KEYS)} (USD per hour)"
-            )
-        prices = ResourcePricingItem(
-            **{
-                attr: _number(pricing, key, "[local.pricing]")
-                for key, attr in PRICE_KEYS.items()
-                if key in pricing
-            }
+        catalog = cls(
+            host=detect(settings.paths.cache_dir / "host.json"), allocations=settings.allocations
         )
-        return cls(
-            host=detect(settings.paths.cache_dir / "host.json"),
-            reserve_cpu=_number(local, "reserve_cpu", "[local]"),
-            reserve_ram_gib=_number(local, "reserve_ram_gib", "[local]"),
-            prices=prices,
-            allocations=settings.allocations,
+        if PROVIDER not in settings.config:  # the defaults: no reserve, no prices
+            return catalog
+        from providers.sections import LocalSection
+
+        local = config_model(settings, LocalSection, PROVIDER)
+        catalog.reserve_cpu = local.reserve_cpu
+        catalog.reserve_ram_gib = local.reserve_ram_gib
+        catalog.prices = ResourcePricingItem(
+            on_demand_price=local.pricing.on_demand,
+            spot_price=local.pricing.spot,
+            scheduled_price=local.pricing.scheduled,
         )
+        return catalog
 
     # -- discovery ---------------------------------------------------------------------------
 

@@ -242,7 +242,7 @@ def test_import_of_a_bad_file_is_one_line_and_changes_nothing(cli, clouds, tmp_p
     bad.write_text('{"format": "shoal-catalog", "version": 1, "provider": "x", "snapshots": 3}')
     run = cli("catalog", "import", str(bad))
     assert run.exit_code == 1
-    assert "snapshots: expected list" in run.stderr and len(run.stderr.splitlines()) == 1
+    assert "snapshots: expected a list" in run.stderr and len(run.stderr.splitlines()) == 1
     assert ok(cli("catalog", "status", "--json")).json() == []
 
 

@@ -1,0 +1,79 @@
+"""The config file's provider tables as models: [local], [aws], [azure], [gcp], [kubernetes].
+
+([image] is drivers/image/config.py's, each [drivers."KIND/INSTANCE"] its driver's.) A
+setting left out is None where the reader has the default (an environment variable may
+win over the file, a fetcher knows its own URL), else the documented default.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from providers.cloud.config import DEFAULT_TTL_HOURS
+from providers.strict import NonNegative, Strict
+
+HOURS_PER_CENTURY = 24 * 365 * 100
+PRICE = "USD per hour"
+
+
+class Pricing(Strict):
+    on_demand: NonNegative | None = Field(None, description=PRICE)
+    spot: NonNegative | None = Field(None, description=PRICE)
+    scheduled: NonNegative | None = Field(None, description=PRICE)
+
+
+class LocalSection(Strict):
+    reserve_cpu: NonNegative = Field(0.0, description="vCPUs kept back for the host")
+    reserve_ram_gib: NonNegative = Field(0.0, description="GiB kept back for the host")
+    pricing: Pricing = Field(default_factory=Pricing)
+
+
+class CloudSection(Strict):
+    """A cloud catalog's table; [aws], [azure] and [gcp] add their own keys."""
+
+    ttl_hours: Annotated[float, Field(gt=0, le=HOURS_PER_CENTURY)] = Field(
+        DEFAULT_TTL_HOURS, description="hours cached prices stay fresh, at most a century"
+    )
+    default_region: str | None = None
+
+
+class AwsSection(CloudSection):
+    pricing_url: str | None = None
+    ec2_url: str | None = None
+
+
+class AzureSection(CloudSection):
+    prices_url: str | None = None
+    management_url: str | None = None
+    subscription_id: str | None = None
+
+
+class GcpSection(CloudSection):
+    billing_url: str | None = None
+    compute_url: str | None = None
+    project: str | None = None
+
+
+class KubernetesSection(Strict):
+    context: str | None = None
+    pool_label: Annotated[str, Field(min_length=1)] | None = Field(
+        None, description="the node label that names a pool"
+    )
+    breakdown_labels: list[str] | None = Field(None, description="node label names")
+    spot_labels: dict[str, list[str]] | None = Field(
+        None, description='label = [values meaning spot], e.g. "example.com/capacity" = ["spot"]'
+    )
+
+
+CLOUDS: dict[str, type[CloudSection]] = {
+    "aws": AwsSection,
+    "azure": AzureSection,
+    "gcp": GcpSection,
+}
+SECTIONS: dict[str, type[Strict]] = {
+    "local": LocalSection,
+    **CLOUDS,
+    "kubernetes": KubernetesSection,
+}
