@@ -5,8 +5,9 @@ Where the engine is: the driver's `socket` setting, else DOCKER_HOST (`unix:///p
 and /run/podman/podman.sock that exists. Errors are typed: no engine answering is 69 (with
 the socket named), a socket we may not open is 77, a missing image or container 1. A
 malformed tcp:// address is a usage error at once (2), not an httpx crash at the first
-request. The engine API carries no credential here (no registry auth: images come from
-`shoal image pull` or are already the engine's), so there is nothing to scrub.
+request. Requests go through the shared client (providers.http), once each (an upload
+cannot be sent twice), with this API's ERRORS. The engine API carries no credential here
+(no registry auth: images come from `shoal image pull` or are already the engine's).
 https://docs.docker.com/reference/api/engine/version/v1.41/
 """
 
@@ -28,10 +29,13 @@ from providers.errors import (
     ShoalError,
     UsageError,
 )
+from providers.http.policy import ErrorMap, Kind, RetryPolicy, Rule
 from providers.urls import UrlError, display, has_userinfo, parse
 
 if TYPE_CHECKING:
     import httpx
+
+    from providers.http.client import HttpClient
 
 API = "/v1.41"
 _CANDIDATES = (
@@ -39,6 +43,32 @@ _CANDIDATES = (
     "{runtime}/podman/podman.sock",
     "/run/podman/podman.sock",
 )
+
+
+def engine_message(body: bytes, reason: str) -> tuple[str, str]:
+    """("", the engine's message): `message` (Docker) or `cause` (Podman), else the body."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return "", body.decode("utf-8", "replace").strip()[:200] or reason
+    if isinstance(value, dict):
+        value = value.get("message") or value.get("cause") or value
+    return "", str(value)
+
+
+ERRORS = ErrorMap(where="container engine: {method} {target}", explain=engine_message, rules=(
+    Rule(404, NotFoundError, "{message}"),
+    Rule((401, 403), CredentialsError, "container engine refused {method} {target}: {message}"),
+    Rule(409, ShoalError, "container engine: conflict: {message}"),
+    Rule(400, UsageError, "container engine: {message}"),
+    Rule(range(100, 600), ShoalError, "{where}: HTTP {code}: {message}"),
+    Rule(Kind.DENIED, CredentialsError, "permission denied on the container engine socket "
+         "{socket}; add your user to its group, or point DOCKER_HOST at a socket you may use"),
+    Rule(Kind.TIMEOUT, RetryableError, "the container engine at {socket} did not answer {method} "
+         "{target} in time"),
+    Rule(Kind.UNREACHABLE, ProviderUnreachableError, "no container engine answers at {socket} "
+         "({error_name}); start Docker or `podman system service`, or set DOCKER_HOST"),
+))  # fmt: skip
 
 
 def locate(configured: str, env: Mapping[str, str]) -> str:
@@ -79,10 +109,13 @@ def _tcp(address: str) -> str:
 
 
 class Engine:
-    def __init__(self, address: str, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self, address: str, *, timeout: float = 60.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.address = address
         self.timeout = timeout
-        self._http: httpx.Client | None = None
+        self._transport = transport  # (tests)
+        self._http: HttpClient | None = None
         self._podman: bool | None = None
 
     @property
@@ -94,86 +127,34 @@ class Engine:
             self._http.close()
             self._http = None
 
-    def _client(self) -> httpx.Client:
+    def _client(self) -> HttpClient:
         if self._http is None:
             from providers.http import httpx
+            from providers.http.client import HttpClient
 
             # Plain HTTP only (a unix socket, or tcp without TLS): no CA bundle to load.
+            where = self.address.removeprefix("unix://")
+            transport, base = self._transport, "http://" + self.address.split("://", 1)[1]
             if self.address.startswith("unix://"):
-                path = self.address.removeprefix("unix://")
-                transport = httpx.HTTPTransport(uds=path, verify=False)
+                transport = transport or httpx.HTTPTransport(uds=where, verify=False)
                 base = "http://engine"
-            else:
-                transport = httpx.HTTPTransport(verify=False)
-                base = "http://" + self.address.split("://", 1)[1]
-            self._http = httpx.Client(
-                transport=transport, base_url=base + API, timeout=self.timeout
+            wait = self.timeout  # for an answer, and to connect
+            once = RetryPolicy(attempts=1, connect_timeout_seconds=wait, read_timeout_seconds=wait)
+            self._http = HttpClient(
+                base + API,
+                errors=ERRORS.extended(socket=where),
+                policy=once,
+                transport=transport,
+                follow_redirects=False,
             )
         return self._http
 
-    def _where(self) -> str:
-        return self.address.removeprefix("unix://")
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json_body: Any = None,
-        content: Any = None,
-        headers: Mapping[str, str] | None = None,
-        ok: tuple[int, ...] = (200, 201, 204, 304),
-        timeout: float | None = None,
-    ) -> httpx.Response:
-        from providers.http import httpx
-
-        try:
-            response = self._client().request(
-                method,
-                path,
-                params=params,
-                json=json_body,
-                content=content,
-                headers=headers,
-                timeout=timeout if timeout is not None else self.timeout,
-            )
-        except PermissionError:
-            raise CredentialsError(
-                f"permission denied on the container engine socket {self._where()}; add your "
-                "user to its group, or point DOCKER_HOST at a socket you may use"
-            ) from None
-        except httpx.TimeoutException:
-            raise RetryableError(
-                f"the container engine at {self._where()} did not answer {method} {path} in time"
-            ) from None
-        except (httpx.TransportError, OSError) as exc:
-            if isinstance(exc.__cause__, PermissionError) or "Permission denied" in str(exc):
-                raise CredentialsError(
-                    f"permission denied on the container engine socket {self._where()}; add "
-                    "your user to its group, or point DOCKER_HOST at a socket you may use"
-                ) from None
-            raise ProviderUnreachableError(
-                f"no container engine answers at {self._where()} ({type(exc).__name__}); start "
-                "Docker or `podman system service`, or set DOCKER_HOST"
-            ) from None
-        if response.status_code in ok:
-            return response
-        message = _message(response)
-        if response.status_code == 404:
-            raise NotFoundError(message)
-        if response.status_code in (401, 403):
-            raise CredentialsError(f"container engine refused {method} {path}: {message}")
-        if response.status_code == 409:
-            raise ShoalError(f"container engine: conflict: {message}")
-        if response.status_code == 400:
-            raise UsageError(f"container engine: {message}")
-        raise ShoalError(
-            f"container engine: {method} {path}: HTTP {response.status_code}: {message}"
-        )
+    def request(self, method: str, path: str, **options: Any) -> httpx.Response:
+        """A read answer; 304 (started or stopped already) is one too. `body` goes as JSON."""
+        return self._client().request(method, path, **{"ok": (200, 201, 204, 304), **options})
 
     def get_json(self, path: str, **kw: Any) -> Any:
-        return self.request("GET", path, **kw).json()
+        return self._client().decode(self.request("GET", path, **kw), "GET", path)
 
     # -- what the driver uses --------------------------------------------------------------
 
@@ -231,7 +212,7 @@ class Engine:
         return list(self.get_json("/containers/json", params={"all": "1", "filters": filters}))
 
     def create(self, name: str, body: dict[str, Any]) -> str:
-        created = self.request("POST", "/containers/create", params={"name": name}, json_body=body)
+        created = self.request("POST", "/containers/create", params={"name": name}, body=body)
         return str(created.json()["Id"])
 
     def start(self, cid: str) -> None:
@@ -265,7 +246,7 @@ class Engine:
             "POST",
             "/commit",
             params={"container": cid, "repo": repo, "tag": tag},
-            json_body={},
+            body={},
             timeout=600,
         )
         return str(done.json().get("Id", ""))
@@ -274,7 +255,6 @@ class Engine:
         """The container's filesystem as a tar, written to `target` atomically; its size."""
         import tempfile
 
-        client = self._client()
         # A fresh temporary name (O_EXCL): nothing planted beside the target is written through.
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
         tmp = Path(name)
@@ -282,13 +262,10 @@ class Engine:
         try:
             with (
                 os.fdopen(fd, "wb") as out,
-                client.stream("GET", f"/containers/{cid}/export", timeout=600) as response,
+                contextlib.closing(
+                    self._client().open("GET", f"/containers/{cid}/export", ok=(200,), timeout=600)
+                ) as response,
             ):
-                if response.status_code != 200:
-                    response.read()
-                    if response.status_code == 404:
-                        raise NotFoundError(_message(response))
-                    raise ShoalError(f"container engine: export: {_message(response)}")
                 for chunk in response.iter_bytes(1 << 20):
                     out.write(chunk)
                     written += len(chunk)
@@ -300,16 +277,6 @@ class Engine:
     def remove_image(self, reference: str) -> None:
         with contextlib.suppress(NotFoundError):
             self.request("DELETE", f"/images/{reference}", params={"force": "1"})
-
-
-def _message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip()[:200] or response.reason_phrase
-    if isinstance(body, dict):
-        return str(body.get("message") or body.get("cause") or body)[:300]
-    return str(body)[:300]
 
 
 def _stream_errors(response: httpx.Response, what: str) -> None:

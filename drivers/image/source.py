@@ -6,30 +6,29 @@ connection drops or stalls mid-body, it asks again with `Range: bytes=N-` guarde
 decompressor. A server that answers the resumed request with the whole body instead (it
 cannot resume, or the file changed) raises `RestartRequired`: the caller starts over cleanly.
 
-Credentials go only to the origin (scheme, host, port); a redirect elsewhere drops them.
-Messages name URLs without user info or query string (signed URLs carry secrets there), and
-whatever the server sent (reason phrase, Location, a protocol error quoting its bytes) is
-scrubbed of the password and the basic-auth pair, in every form the shared scrub knows. A
-Location that is malformed or carries user info ends the pull (exit 1), unfollowed.
+Requests go through the shared client (providers.http), with its retries, its redirect
+checks (credentials only to the origin: scheme, host, port) and its scrub of whatever the
+server sent; ERRORS says what an image server's answers mean. Messages name URLs without
+user info or query string (signed URLs carry secrets there).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drivers.image import checksum
-from providers.errors import (
-    CredentialsError,
-    NotFoundError,
-    ProviderUnreachableError,
-    ShoalError,
-    scrub,
+from providers.errors import CredentialsError, NotFoundError, ProviderUnreachableError, ShoalError
+from providers.http.client import (
+    HttpClient,
+    content_length,
+    resume_headers,
+    resumed_at,
+    strong_validator,
 )
-from providers.retry import backoff_delay
-from providers.urls import UnusableLocation, UrlError, check_location, display, origin, resolve
+from providers.http.policy import RETRY_STATUSES, ErrorMap, Kind, RetryPolicy, Rule
+from providers.urls import display
 
 if TYPE_CHECKING:
     import hashlib
@@ -37,8 +36,22 @@ if TYPE_CHECKING:
     import httpx
 
 CHUNK_BYTES = 256 * 1024
-MAX_REDIRECTS = 10
-_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+_RETRY = "; check the network or the server, then retry"
+ERRORS = ErrorMap(rules=(
+    Rule((401, 403), CredentialsError, "{url}: HTTP {code}, {refused}"),
+    Rule(404, NotFoundError, "{url}: HTTP 404, no such image; check the URL"),
+    Rule(RETRY_STATUSES, ProviderUnreachableError, "{target}: HTTP {code} after {attempts} attempts"
+         + _RETRY),
+    Rule(Kind.UNREACHABLE, ProviderUnreachableError, "{target}: {error} after {attempts} attempts"
+         + _RETRY),
+))  # fmt: skip
+# With credentials: a refusal by another origin is not theirs (they were never sent there).
+NOT_SENT = Rule((401, 403), CredentialsError, "{url}: HTTP {code}, after a redirect to another "
+                "host, which is never sent your credentials (they go to {host} only)",
+                when=lambda failure: failure.elsewhere)  # fmt: skip
+NO_CREDENTIALS = (
+    "it needs credentials: give --user with --password-stdin, SHOAL_IMAGE_PASSWORD or ~/.netrc"
+)
 
 
 class RestartRequired(Exception):
@@ -57,10 +70,9 @@ class Resume:
     attempts: int  # the most resumes tried before giving up
 
 
-@dataclass
-class Policy:
+@dataclass(frozen=True)
+class Policy(RetryPolicy):
     attempts: int = 5  # tries per request, and restarts per pull
-    backoff_seconds: float = 0.5  # doubles per retry, capped at 8 s
     connect_timeout_seconds: float = 15.0
     read_timeout_seconds: float = 30.0  # a stall longer than this is a drop
 
@@ -75,13 +87,20 @@ class HttpSource:
         policy: Policy,
         on_bytes: Callable[[int, int | None], None] | None = None,
         on_resume: Callable[[Resume], None] | None = None,
-        client: httpx.Client | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
-
         self.url = url
-        self.auth = auth
-        # What a server could echo: the password, and the pair the Authorization header holds.
-        self.secrets = [auth[1], f"{auth[0]}:{auth[1]}"] if auth is not None else []
+        errors = ERRORS.extended(NOT_SENT) if auth else ERRORS
+        refused = "credentials were refused" if auth else NO_CREDENTIALS
+        self.http = HttpClient(
+            errors=errors.extended(host=display(url).split("/")[2], refused=refused),
+            policy=policy,
+            credentials={"Authorization": _basic(*auth)} if auth else None,
+            # What a server could echo: the password, and the pair the Authorization holds.
+            secrets=[auth[1], f"{auth[0]}:{auth[1]}"] if auth else [],
+            headers={"Accept-Encoding": "identity"},
+            transport=transport,
+        )
         self.hasher = hasher
         self.policy = policy
         self.on_bytes = on_bytes
@@ -89,11 +108,8 @@ class HttpSource:
         self.received = 0
         self.total: int | None = None
         self.headers: dict[str, str] = {}
-        self.final_url = url
-        self._validator: str | None = None
-        self._validator_kind = ""
-        self._given_client = client
-        self._clients: dict[str, httpx.Client] = {}
+        self._validator = ""
+        self._by_etag = False
         self._response: httpx.Response | None = None
         self._chunks: Iterator[bytes] | None = None
         self._buffer = b""
@@ -101,146 +117,20 @@ class HttpSource:
 
     # -- requests ------------------------------------------------------------------------
 
-    def _client_for(self, url: str) -> httpx.Client:
-        """One client per scheme: loading the CA bundle costs tens of ms and only https
-        needs it, while a redirect from http to https still gets a verifying client."""
-        if self._given_client is not None:
-            return self._given_client
-        from providers.http import httpx
-
-        scheme = url.partition(":")[0].lower()
-        if scheme not in self._clients:
-            self._clients[scheme] = httpx.Client(
-                verify=scheme == "https",
-                follow_redirects=False,
-                timeout=httpx.Timeout(
-                    self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
-                ),
-                headers={"Accept-Encoding": "identity", "User-Agent": "shoal"},
-                event_hooks={"response": [check_location]},
-            )
-        return self._clients[scheme]
-
-    def _scrub(self, text: str) -> str:
-        return scrub(text, self.secrets)
-
-    def _where(self, url: str) -> str:
-        """A URL for a message: after a redirect, the server chose it, and may have put a
-        secret in its path."""
-        return self._scrub(display(url))
-
-    def _sleep_before_retry(self, attempt: int, response: httpx.Response | None = None) -> None:
-        retry_after = response.headers.get("retry-after", "") if response is not None else ""
-        time.sleep(backoff_delay(attempt, self.policy.backoff_seconds, 8.0, retry_after))
-
-    def _send(self, extra: dict[str, str]) -> httpx.Response:
-        """One logical request: redirects followed by hand (auth stays with the origin)."""
-        url = self.url
-        first = origin(self.url)
-        for _ in range(MAX_REDIRECTS + 1):
-            request_auth = self.auth if origin(url) == first else None
-            client = self._client_for(url)
-            request = client.build_request("GET", url, headers=extra)
-            if request_auth is not None:
-                request.headers["Authorization"] = _basic(*request_auth)
-            try:
-                response = client.send(request, stream=True)
-            except UnusableLocation as exc:
-                raise self._unusable(url, exc.status, str(exc)) from None
-            if response.status_code in (301, 302, 303, 307, 308) and "location" in response.headers:
-                response.close()
-                url = self._redirect(url, response.status_code, response.headers["location"])
-                continue
-            self.final_url = url
-            return response
-        raise ShoalError(f"{display(self.url)}: more than {MAX_REDIRECTS} redirects")
-
-    def _redirect(self, url: str, code: int, location: str) -> str:
-        """Where a redirect points. One that cannot be followed is the server's fault, said
-        without the Location's text, which may carry the password (as a port, say)."""
-        try:
-            return resolve(url, location).text
-        except UrlError as exc:
-            raise self._unusable(url, code, str(exc)) from None
-
-    def _unusable(self, url: str, code: int, reason: str) -> ShoalError:
-        return ShoalError(
-            f"{self._where(url)}: HTTP {code} redirect refused, its Location is unusable: "
-            f"{self._scrub(reason)}; the server is misconfigured, tell its operator"
-        )
-
-    def _request(self, extra: dict[str, str]) -> httpx.Response:
-        """Send with retries on connection failures and retryable statuses."""
-        from providers.http import httpx
-
-        last: str = ""
-        for attempt in range(self.policy.attempts):
-            try:
-                response = self._send(extra)
-            except httpx.InvalidURL as exc:  # one that resolve() let through and httpx did not
-                raise ShoalError(self._scrub(f"{display(self.url)}: {exc}")) from None
-            except (httpx.TransportError, OSError) as exc:
-                # h11's protocol errors quote the server's bytes.
-                name = type(exc).__name__
-                last = self._scrub(f"{name}: {exc}" if str(exc) else name)
-                if attempt + 1 < self.policy.attempts:
-                    self._sleep_before_retry(attempt)
-                continue
-            if response.status_code in _RETRY_STATUS:
-                last = f"HTTP {response.status_code}"
-                response.close()
-                if attempt + 1 < self.policy.attempts:
-                    self._sleep_before_retry(attempt, response)
-                continue
-            return response
-        raise ProviderUnreachableError(
-            f"{display(self.url)}: {last} after {self.policy.attempts} attempts; "
-            "check the network or the server, then retry"
-        )
-
-    def _check_status(self, response: httpx.Response) -> None:
-        code = response.status_code
-        where = self._where(self.final_url)
-        if code in (401, 403):
-            response.close()
-            if self.auth and origin(self.final_url) != origin(self.url):
-                hint = (
-                    "after a redirect to another host, which is never sent your credentials "
-                    f"(they go to {display(self.url).split('/')[2]} only)"
-                )
-            elif self.auth:
-                hint = "credentials were refused"
-            else:
-                hint = (
-                    "it needs credentials: give --user with --password-stdin, "
-                    "SHOAL_IMAGE_PASSWORD or ~/.netrc"
-                )
-            raise CredentialsError(f"{where}: HTTP {code}, {hint}")
-        if code == 404:
-            response.close()
-            raise NotFoundError(f"{where}: HTTP 404, no such image; check the URL")
-        if code not in (200, 206):
-            response.close()
-            reason = self._scrub(" ".join(response.reason_phrase.split()))[:80]
-            raise ShoalError(f"{where}: HTTP {code} {reason}".rstrip())
+    def _get(self, headers: dict[str, str]) -> httpx.Response:
+        return self.http.open("GET", self.url, headers=headers, ok=(200, 206))
 
     def open(self) -> None:
-        response = self._request({})
-        self._check_status(response)
+        response = self._get({})
         if response.status_code != 200:
             response.close()
-            raise ShoalError(
-                f"{self._where(self.final_url)}: HTTP {response.status_code} to a plain GET"
-            )
+            where = self.http.scrub(display(str(response.url)))
+            raise ShoalError(f"{where}: HTTP {response.status_code} to a plain GET")
         self._attach(response)
         self.headers = dict(response.headers)
-        length = response.headers.get("content-length", "")
-        self.total = int(length) if length.isdigit() else None
-        etag = response.headers.get("etag", "")
-        if etag and not etag.startswith("W/"):
-            self._validator, self._validator_kind = etag, "etag"
-        elif _strong_date(response.headers.get("last-modified"), response.headers.get("date")):
-            self._validator, self._validator_kind = response.headers["last-modified"], "date"
+        self.total = content_length(response.headers)
+        self._validator = strong_validator(response.headers)
+        self._by_etag = self._validator == response.headers.get("etag")
 
     def announced(self) -> list[checksum.Sum]:
         return checksum.announced(self.headers)
@@ -255,31 +145,25 @@ class HttpSource:
         """Ask for the rest of the body; RestartRequired if the server cannot give it."""
         if self._response is not None:
             self._response.close()
-        if self._validator is None:
+        if not self._validator:
             raise RestartRequired(f"{why}; the server gave no ETag or Last-Modified to resume by")
-        headers = {"Range": f"bytes={self.received}-", "If-Range": self._validator}
-        for attempt in range(self.policy.attempts):
-            self._sleep_before_retry(attempt)
-            response = self._request(headers)
-            self._check_status(response)
-            if response.status_code == 200:
-                response.close()
-                raise RestartRequired(f"{why}; the server cannot resume (answered 200)")
-            content_range = response.headers.get("content-range", "")
-            start = _content_range_start(content_range)
-            total = content_range.rpartition("/")[2]
-            etag = response.headers.get("etag")
-            if (self.total is not None and total != str(self.total)) or (
-                self._validator_kind == "etag" and etag is not None and etag != self._validator
-            ):
-                response.close()
-                raise RestartRequired(f"{why}; the file changed on the server")
-            if start != self.received:
-                response.close()
-                raise RestartRequired(f"{why}; the server resumed at the wrong byte ({start})")
+        self.http.pause(0)
+        response = self._get(resume_headers(self.received, self._validator))
+        total = response.headers.get("content-range", "").rpartition("/")[2]
+        etag, start = response.headers.get("etag"), resumed_at(response.headers)
+        if response.status_code == 200:
+            refusal = "the server cannot resume (answered 200)"
+        elif (self.total is not None and total != str(self.total)) or (
+            self._by_etag and etag not in (None, self._validator)
+        ):
+            refusal = "the file changed on the server"
+        elif start != self.received:
+            refusal = f"the server resumed at the wrong byte ({start})"
+        else:
             self._attach(response)
             return
-        raise ProviderUnreachableError(f"{display(self.url)}: could not resume ({why})")
+        response.close()
+        raise RestartRequired(f"{why}; {refusal}")
 
     # -- reading -------------------------------------------------------------------------
 
@@ -299,11 +183,8 @@ class HttpSource:
                     return b""
             except (httpx.TransportError, OSError) as exc:
                 why = f"connection dropped at byte {self.received} ({type(exc).__name__})"
-                cause = (
-                    "connection stalled"
-                    if isinstance(exc, httpx.ReadTimeout)
-                    else "connection dropped"
-                )
+                stalled = isinstance(exc, httpx.ReadTimeout)
+                cause = "connection stalled" if stalled else "connection dropped"
             else:
                 if chunk:
                     return chunk
@@ -348,8 +229,7 @@ class HttpSource:
     def close(self) -> None:
         if self._response is not None:
             self._response.close()
-        for client in self._clients.values():
-            client.close()
+        self.http.close()
 
     def __enter__(self) -> HttpSource:
         return self
@@ -358,32 +238,8 @@ class HttpSource:
         self.close()
 
 
-def _strong_date(last_modified: str | None, date: str | None) -> bool:
-    """RFC 9110 8.8.2.2: Last-Modified is a strong validator only when it is at least one
-    second older than the response's Date (else the file may change within that second)."""
-    if not last_modified or not date:
-        return False
-    from email.utils import parsedate_to_datetime
-
-    try:
-        return (
-            parsedate_to_datetime(date) - parsedate_to_datetime(last_modified)
-        ).total_seconds() >= 1
-    except (TypeError, ValueError):
-        return False
-
-
 def _basic(user: str, password: str) -> str:
     import base64
 
     token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
     return f"Basic {token}"
-
-
-def _content_range_start(value: str) -> int | None:
-    # "bytes 1000-1999/2000"
-    unit, _, rest = value.partition(" ")
-    if unit.strip().lower() != "bytes":
-        return None
-    start, _, _ = rest.partition("-")
-    return int(start) if start.strip().isdigit() else None

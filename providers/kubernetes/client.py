@@ -5,16 +5,12 @@ certificates are loaded from their files (or from `*-data` through 0600 temporar
 are removed once loaded), `tls-server-name` is sent as SNI and checked against the server's
 certificate (httpcore's `sni_hostname` request extension).
 
-Errors come from the API's Status objects (`kind: Status`, `reason`, `message`, `code`):
-401 -> CredentialsError (an exec plugin is re-run, a tokenFile re-read, once first),
-403 -> CredentialsError with the API's message, 404 -> NotFoundError, 409 -> ShoalError,
-400/422 -> UsageError, 410 -> RetryableError. 429 and 5xx are retried with backoff that
-honours Retry-After (up to the policy's cap), then RetryableError (429) or
-ProviderUnreachableError (5xx). Creates are retried only when the request cannot have been
-processed (a refused connection, 429). A redirect is not followed (the API server's address
-belongs in the kubeconfig) but reported with where it pointed. Messages never contain a
-token or password: every string the server sent (reason phrase, Status reason and message,
-Location) is scrubbed of them, in every form the shared scrub knows.
+Requests go through the shared client (providers.http): its retries (creates only when the
+request cannot have been processed: a refused connection, 429), its scrub of every string
+the server sent (reason phrase, Status reason and message, Location), and ERRORS, this
+API's own, from its Status objects (`kind: Status`, `reason`, `message`, `code`). A 401
+re-runs an exec plugin or re-reads a tokenFile, once, first. A redirect is not followed
+(the API server's address belongs in the kubeconfig) but reported with where it pointed.
 
 Paging: `list` follows `metadata.continue`. A continue token that expired (410 Gone, reason
 Expired) cannot be resumed, and items already yielded cannot be taken back, so `list` raises
@@ -41,7 +37,6 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from providers.cloud.http import RetryPolicy
 from providers.errors import (
     ConfigError,
     CredentialsError,
@@ -50,22 +45,18 @@ from providers.errors import (
     RetryableError,
     ShoalError,
     UsageError,
-    scrub,
 )
-from providers.kubernetes.kubeconfig import (
-    Connection,
-    ExecCredential,
-    exec_credential,
-    read_token_file,
-)
-from providers.retry import backoff_delay
-from providers.urls import UnusableLocation, UrlError, check_location, display, resolve
+from providers.http.client import HttpClient, Request
+from providers.http.policy import ErrorMap, Kind, RetryPolicy, Rule
+from providers.kubernetes.connection import Connection
+from providers.kubernetes.credentials import read_token_file
+from providers.kubernetes.exec_plugin import ExecCredential, exec_credential
+from providers.urls import display
 
 if TYPE_CHECKING:
     import httpx
 
 T = TypeVar("T")
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 Json = dict[str, Any]
 
 
@@ -75,6 +66,43 @@ class ExpiredError(RetryableError):
 
 class ListExpiredError(ExpiredError):
     """A list's continue token expired part-way through the list."""
+
+
+def status_of(body: bytes, reason: str) -> tuple[str, str]:
+    """The reason and message of the API's Status object; nothing from another body (a
+    proxy's page)."""
+    try:
+        value = json.loads(body or b"null")
+    except (ValueError, RecursionError):
+        return "", ""
+    if isinstance(value, dict) and value.get("kind") == "Status":
+        return str(value.get("reason") or ""), str(value.get("message") or "")
+    return "", ""
+
+
+_SERVER = "set the cluster's server in {source} to the address that answers"
+ERRORS = ErrorMap(where="kubernetes: {method} {target}", explain=status_of, rules=(
+    Rule(range(300, 400), ShoalError, "{where}: {status}: the API server {server} redirects "
+         "{location}, which shoal does not follow; " + _SERVER),
+    Rule(401, CredentialsError, "{where}: {status}: token expired or invalid; refresh your "
+         "kubeconfig credentials (user {user} in {source})"),
+    Rule(403, CredentialsError, "{where}: {status}{said}; ask for RBAC access or use another "
+         "namespace or context"),
+    Rule(404, NotFoundError, "{where}: {status}{said}"),
+    Rule((400, 422), UsageError, "{where}: {status}{said}"),
+    Rule(410, ExpiredError, "{where}: {status}{said}; run again"),
+    Rule(429, RetryableError, "{where}: {status}{said}: throttled after {attempts} attempts; try "
+         "again later"),
+    Rule(range(500, 600), ProviderUnreachableError, "{where}: {status}{said} after {attempts} "
+         "attempts; the API server {server} is failing, try again later"),
+    Rule(Kind.LOCATION, ShoalError, "{where}: HTTP {code}: the API server {server} redirects to "
+         "an unusable Location ({reason}), which shoal does not follow; " + _SERVER),
+    Rule(Kind.UNREACHABLE, ProviderUnreachableError, "kubernetes: cannot reach the API server "
+         "{server}: {error} after {attempts} attempts; check the network/VPN or the cluster's "
+         "server in {source}"),
+    Rule(Kind.JSON, ShoalError, "{where}: the API server answered malformed JSON (HTTP {code}); "
+         "is {server} a Kubernetes API?"),
+))  # fmt: skip
 
 
 class KubeClient:
@@ -88,19 +116,27 @@ class KubeClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.connection = connection
+        conn = self.connection = connection
         self.policy = policy or RetryPolicy()
         self.last_resource_version = ""  # of the last list page read
-        self._transport = transport
-        self._sleep = sleep
-        self._http: httpx.Client | None = None
-        self._http_cert: tuple[bytes, bytes] | None = None
         self._token = connection.token
         self._exec: ExecCredential | None = None
-        self._secrets: list[str] = list(connection.secrets())
-        if connection.username and connection.password:
-            # Basic auth sends the pair; the shared scrub finds its base64 from it.
-            self._secrets.append(f"{connection.username}:{connection.password}")
+        self._cert: tuple[bytes, bytes] | None = None  # the exec plugin's, in the TLS context
+        self.http = HttpClient(
+            conn.server,
+            errors=ERRORS.extended(server=self._where(), source=conn.source, user=repr(conn.user)),
+            policy=self.policy,
+            credentials=self._auth_headers,
+            refresh=self._refresh,
+            secrets=list(conn.secrets()),  # and what the requests carry: the client learns it
+            headers={"Accept": "application/json"},
+            transport=transport,
+            verify=lambda: ssl_context(conn, self._exec_cert()),
+            extensions={"sni_hostname": conn.tls_server_name} if conn.tls_server_name else None,
+            follow_redirects=False,
+            fatal=self._tls_failure,
+            sleep=sleep,
+        )
 
     def __enter__(self) -> KubeClient:
         return self
@@ -109,18 +145,16 @@ class KubeClient:
         self.close()
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        self.http.close()
 
     # -- verbs -----------------------------------------------------------------------------
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Json:
-        return self._json("GET", path, self._send("GET", path, params=params))
+        return self._object("GET", path, self.http.request("GET", path, params=params))
 
     def create(self, path: str, body: Mapping[str, Any]) -> Json:
-        data = json.dumps(body, separators=(",", ":")).encode()
-        return self._json("POST", path, self._send("POST", path, content=data, idempotent=False))
+        response = self.http.request("POST", path, body=body, idempotent=False)
+        return self._object("POST", path, response)
 
     def delete(
         self, path: str, grace_seconds: int | None = None, *, propagation: str = "Background"
@@ -132,12 +166,11 @@ class KubeClient:
             options["propagationPolicy"] = propagation
         if grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
-        data = json.dumps(options).encode()
         try:
-            response = self._send("DELETE", path, content=data)
+            response = self.http.request("DELETE", path, body=options)
         except NotFoundError:
             return None
-        return self._json("DELETE", path, response) if response.content else None
+        return self._object("DELETE", path, response) if response.content else None
 
     def list(
         self, path: str, params: Mapping[str, str] | None = None, limit: int = 500
@@ -146,30 +179,24 @@ class KubeClient:
         query = dict(params or {})
         if limit > 0:
             query["limit"] = str(limit)
-        pages = 0
-        while True:
-            try:
-                page = self._json("GET", path, self._send("GET", path, params=query))
-            except ExpiredError:
-                if pages:
-                    raise ListExpiredError(
-                        f"kubernetes: GET {path}: the list changed too much while paging (410 "
-                        "Expired continue token); run again"
-                    ) from None
-                raise
-            pages += 1
-            items = page.get("items")
-            meta = page.get("metadata")
-            if not isinstance(meta, dict):
-                meta = {}
-            if items is not None and not isinstance(items, list):
-                raise ShoalError(f"kubernetes: GET {path}: the answer's items is not a list")
-            self.last_resource_version = str(meta.get("resourceVersion") or "")
-            yield from items or ()
-            token = meta.get("continue") or ""
-            if not token:
-                return
-            query["continue"] = str(token)
+        read = 0
+        try:
+            for page in self.http.pages(Request(path, query), _next_page):
+                read += 1
+                if not isinstance(page, dict):
+                    raise ShoalError(f"kubernetes: GET {path}: expected a JSON object")
+                items = page.get("items")
+                if items is not None and not isinstance(items, list):
+                    raise ShoalError(f"kubernetes: GET {path}: the answer's items is not a list")
+                self.last_resource_version = str(_meta(page).get("resourceVersion") or "")
+                yield from items or ()
+        except ExpiredError:
+            if read:
+                raise ListExpiredError(
+                    f"kubernetes: GET {path}: the list changed too much while paging (410 "
+                    "Expired continue token); run again"
+                ) from None
+            raise
 
     def collect(
         self,
@@ -187,27 +214,11 @@ class KubeClient:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _url(self, path: str) -> str:
-        return self.connection.server + "/" + path.lstrip("/")
-
-    def _client(self) -> httpx.Client:
-        from providers.http import httpx
-
-        cert = self._exec_cert()
-        if self._http is not None and cert == self._http_cert:
-            return self._http
-        self.close()
-        self._http = httpx.Client(
-            verify=ssl_context(self.connection, cert) if self._transport is None else True,
-            transport=self._transport,
-            timeout=httpx.Timeout(
-                self.policy.read_timeout_seconds, connect=self.policy.connect_timeout_seconds
-            ),
-            headers={"User-Agent": "shoal", "Accept": "application/json"},
-            event_hooks={"response": [check_location]},
-        )
-        self._http_cert = cert
-        return self._http
+    def _object(self, method: str, path: str, response: httpx.Response) -> Json:
+        value = self.http.decode(response, method, path)
+        if not isinstance(value, dict):
+            raise ShoalError(f"kubernetes: {method} {path}: expected a JSON object")
+        return value
 
     def _exec_cert(self) -> tuple[bytes, bytes] | None:
         cred = self._exec
@@ -216,13 +227,15 @@ class KubeClient:
         return None
 
     def _auth_headers(self) -> dict[str, str]:
+        """The user's credentials, asked again at each attempt (an exec plugin's expire); a
+        new client certificate from the plugin makes the next connection use it."""
         conn = self.connection
         if conn.exec_plugin is not None:
             self._exec = exec_credential(conn)
-            self._remember(self._exec.token)
-            if self._exec.token:
-                return {"Authorization": f"Bearer {self._exec.token}"}
-            return {}
+            if self._exec_cert() != self._cert:
+                self._cert = self._exec_cert()
+                self.http.close()
+            return {"Authorization": f"Bearer {self._exec.token}"} if self._exec.token else {}
         if self._token:
             return {"Authorization": f"Bearer {self._token}"}
         if conn.username or conn.password:
@@ -230,124 +243,22 @@ class KubeClient:
             return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
         return {}
 
-    def _remember(self, secret: str) -> None:
-        if len(secret) >= 4 and secret not in self._secrets:
-            self._secrets.append(secret)
-
     def _refresh(self) -> bool:
         """New credentials after a 401, if there is a way to get them."""
         conn = self.connection
         if conn.exec_plugin is not None:
             self._exec = exec_credential(conn, refresh=True)
-            self._remember(self._exec.token)
             return True
         if conn.token_file is not None:
             token = read_token_file(conn.token_file, f"user {conn.user!r} tokenFile")
             if token and token != self._token:
                 self._token = token
-                self._remember(token)
                 return True
         return False
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        content: bytes | None = None,
-        idempotent: bool = True,
-    ) -> httpx.Response:
-        """A 2xx response (body read), after retries and one credential refresh."""
-        from providers.http import httpx
-
-        headers = {"Content-Type": "application/json"} if content is not None else {}
-        extensions: dict[str, Any] = {}
-        if self.connection.tls_server_name:
-            extensions["sni_hostname"] = self.connection.tls_server_name
-        refreshed = False
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                auth = self._auth_headers()
-                response = self._client().request(
-                    method,
-                    self._url(path),
-                    params=params,
-                    content=content,
-                    headers={**headers, **auth},
-                    extensions=extensions,
-                )
-            except UnusableLocation as exc:
-                raise ShoalError(
-                    f"kubernetes: {method} {path}: HTTP {exc.status}: the API server "
-                    f"{self._where()} redirects to an unusable Location "
-                    f"({self._scrub(str(exc))}), which shoal does not follow; set the cluster's "
-                    f"server in {self.connection.source} to the address that answers"
-                ) from None
-            except httpx.InvalidURL as exc:  # a path built from a name httpx will not take
-                raise ShoalError(self._scrub(f"kubernetes: {method} {path}: {exc}")) from None
-            except httpx.TransportError as exc:
-                tls = self._tls_failure(exc)
-                if tls is not None:
-                    raise tls from None
-                # A refused connection never reached the server: safe to retry any verb.
-                safe = idempotent or isinstance(exc, httpx.ConnectError)
-                if safe and attempt < self.policy.attempts:
-                    self._sleep(self._delay(attempt, None))
-                    continue
-                raise self._unreachable(exc, attempt) from None
-            code = response.status_code
-            if 200 <= code < 300:
-                return response
-            if code == 401 and not refreshed and self._refresh():
-                refreshed = True
-                attempt -= 1
-                continue
-            retry = code in _RETRY_STATUS and (idempotent or code == 429)
-            if retry and attempt < self.policy.attempts:
-                self._sleep(self._delay(attempt, response))
-                continue
-            raise self._status_error(method, path, response, attempt)
-
-    def _json(self, method: str, path: str, response: httpx.Response) -> Json:
-        try:
-            value = json.loads(response.content)
-        except ValueError:
-            raise ShoalError(
-                f"kubernetes: {method} {path}: the API server answered malformed JSON "
-                f"(HTTP {response.status_code}); is {display(self.connection.server)} a "
-                "Kubernetes API?"
-            ) from None
-        if not isinstance(value, dict):
-            raise ShoalError(f"kubernetes: {method} {path}: expected a JSON object")
-        return value
-
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        """`attempt` counts from 1 here."""
-        retry_after = response.headers.get("retry-after", "") if response is not None else ""
-        policy = self.policy
-        return backoff_delay(
-            attempt - 1, policy.backoff_seconds, policy.max_delay_seconds, retry_after
-        )
-
-    def _scrub(self, text: str) -> str:
-        return " ".join(scrub(text, self._secrets).split())
-
-    # -- errors ----------------------------------------------------------------------------
 
     def _where(self) -> str:
         conn = self.connection
         return f"{display(conn.server)} (context {conn.context!r})"
-
-    def _unreachable(self, exc: Exception, attempts: int) -> ShoalError:
-        reason = self._scrub(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        return ProviderUnreachableError(
-            f"kubernetes: cannot reach the API server {self._where()}: {reason[:200]} after "
-            f"{attempts} attempts; check the network/VPN or the cluster's server in "
-            f"{self.connection.source}"
-        )
 
     def _tls_failure(self, exc: Exception) -> ShoalError | None:
         """A TLS failure, which retrying cannot fix, as a clear error; None for other faults."""
@@ -377,74 +288,19 @@ class KubeClient:
             )
         return ProviderUnreachableError(
             f"kubernetes: TLS handshake with {self._where()} failed "
-            f"({self._scrub(cause.reason or str(cause))[:120]}); check the server URL and CA"
+            f"({self.http.scrub(cause.reason or str(cause))[:120]}); check the server URL and CA"
         )
 
-    def _status_error(
-        self, method: str, path: str, response: httpx.Response, attempts: int
-    ) -> ShoalError:
-        code = response.status_code
-        status = _status(response)
-        reason = self._scrub(str(status.get("reason") or response.reason_phrase or ""))[:80]
-        message = self._scrub(str(status.get("message") or ""))[:300]
-        where = f"kubernetes: {method} {path}: HTTP {code} {reason}".rstrip()
-        said = f": {message}" if message else ""
-        conn = self.connection
-        if 300 <= code < 400:
-            return ShoalError(
-                f"{where}: the API server {self._where()} redirects{self._location(response)}, "
-                f"which shoal does not follow; set the cluster's server in {conn.source} to "
-                "the address that answers"
-            )
-        if code == 401:
-            return CredentialsError(
-                f"{where}: token expired or invalid; refresh your kubeconfig credentials "
-                f"(user {conn.user!r} in {conn.source})"
-            )
-        if code == 403:
-            return CredentialsError(
-                f"{where}{said}; ask for RBAC access or use another namespace or context"
-            )
-        if code == 404:
-            return NotFoundError(f"{where}{said}")
-        if code == 409:
-            return ShoalError(f"{where}{said}")
-        if code in (400, 422):
-            return UsageError(f"{where}{said}")
-        if code == 410:
-            return ExpiredError(f"{where}{said}; run again")
-        if code == 429:
-            return RetryableError(
-                f"{where}{said}: throttled after {attempts} attempts; try again later"
-            )
-        if code >= 500:
-            return ProviderUnreachableError(
-                f"{where}{said} after {attempts} attempts; the API server {self._where()} is "
-                "failing, try again later"
-            )
-        return ShoalError(f"{where}{said}")
 
-    def _location(self, response: httpx.Response) -> str:
-        """Where a redirect points, scrubbed; a malformed Location said as such."""
-        location = response.headers.get("location")
-        if not location:
-            return ""
-        try:
-            target = resolve(str(response.request.url), location)
-        except UrlError as exc:
-            return f" to an unusable Location ({self._scrub(str(exc))})"
-        return f" to {self._scrub(display(target.text))}"
+def _meta(page: Json) -> Json:
+    meta = page.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
-def _status(response: httpx.Response) -> Json:
-    """The API's Status object, or {} when the body is something else (a proxy's page)."""
-    try:
-        body = json.loads(response.content[:65536] or b"null")
-    except ValueError:
-        return {}
-    if isinstance(body, dict) and body.get("kind") == "Status":
-        return body
-    return {}
+def _next_page(page: Any, request: Request) -> Request | None:
+    """The next page of a list: its `metadata.continue` token, if it has one."""
+    token = _meta(page).get("continue") if isinstance(page, dict) else None
+    return request.with_params(**{"continue": str(token)}) if token else None
 
 
 # -- TLS -----------------------------------------------------------------------------------

@@ -214,3 +214,60 @@ def test_a_failed_start_removes_the_created_container(cli: Callable[..., Run], s
     assert run.exit_code == 1, run.stderr
     assert "runc: exec failed" in run.stderr
     assert ("DELETE", "/containers/c0ffee") in engine.seen
+
+
+# -- the engine API's error map, without an engine -------------------------------------------
+
+
+def mock_engine(status: int, body: bytes) -> Any:
+    """An Engine whose every request gets `status` and `body`."""
+    from drivers.container.engine import Engine
+    from providers.http import httpx
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=body)
+
+    return Engine("unix:///run/engine.sock", transport=httpx.MockTransport(answer))
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error", "said"),
+    [
+        (404, b'{"message": "no such container: c0"}', "NotFoundError", "no such container: c0"),
+        (409, b'{"cause": "name in use"}', "ShoalError", "container engine: conflict: name in use"),
+        (400, b'{"message": "bad\\nrequest"}', "UsageError", "container engine: bad request"),
+        (403, b"not yours", "CredentialsError", "container engine refused POST /commit: not yours"),
+        (500, b"", "ShoalError", "container engine: POST /commit: HTTP 500: Internal Server Error"),
+    ],
+)
+def test_engine_answers_map_to_typed_errors(
+    status: int, body: bytes, error: str, said: str
+) -> None:
+    with pytest.raises(Exception) as caught:
+        mock_engine(status, body).request("POST", "/commit", body={})
+    assert type(caught.value).__name__ == error
+    assert str(caught.value) == said
+
+
+def test_an_engine_that_does_not_answer_is_asked_once() -> None:
+    from drivers.container.engine import Engine
+    from providers.errors import ProviderUnreachableError, RetryableError
+    from providers.http import httpx
+
+    calls: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        exc = httpx.ReadTimeout if request.url.path.endswith("/_ping") else httpx.ConnectError
+        raise exc("no", request=request)
+
+    engine = Engine("unix:///run/engine.sock", transport=httpx.MockTransport(answer))
+    with pytest.raises(
+        RetryableError, match=r"/run/engine\.sock did not answer GET /_ping in time"
+    ):
+        engine.ping()
+    with pytest.raises(
+        ProviderUnreachableError, match=r"answers at /run/engine\.sock \(ConnectError\)"
+    ):
+        engine.info()
+    assert calls == ["/v1.41/_ping", "/v1.41/info"]  # each asked once: never retried

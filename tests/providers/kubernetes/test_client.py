@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from providers.cloud.http import RetryPolicy
 from providers.errors import (
     ConfigError,
     CredentialsError,
@@ -27,6 +26,7 @@ from providers.errors import (
     ShoalError,
     UsageError,
 )
+from providers.http.policy import RetryPolicy
 from providers.kubernetes.client import KubeClient, ListExpiredError
 from providers.kubernetes.connection import Connection, ExecSpec
 from providers.kubernetes.exec_plugin import forget_exec_credentials
@@ -200,23 +200,7 @@ def test_status_messages_are_scrubbed() -> None:
     assert TOKEN not in str(err.value) and "no ***" in str(err.value)
 
 
-# -- retries ---------------------------------------------------------------------------------
-
-
-def test_429_honours_retry_after_then_succeeds(
-    api: ApiServer, client: KubeClient, sleeps: list[float]
-) -> None:
-    api.add("nodes", node("n1"))
-    api.fault("status", status=429, retry_after=3)
-    api.fault("status", status=503)
-    assert [n["metadata"]["name"] for n in client.list("/api/v1/nodes")] == ["n1"]
-    assert sleeps == [3.0, 1.0]  # Retry-After beats the 0.5 s backoff; then 0.5 * 2
-
-
-def test_retry_after_is_capped(api: ApiServer, client: KubeClient, sleeps: list[float]) -> None:
-    api.fault("status", status=429, retry_after=3600)
-    client.get("/api/v1/nodes")
-    assert sleeps == [4.0]
+# -- retries (Retry-After and backoff: tests/providers/test_http.py) --------------------------
 
 
 def test_persistent_503_is_unreachable_and_429_retryable(

@@ -1,0 +1,24 @@
+"""HTTP for every client here: the one client (client.py), what it is told as data
+(policy.py), and httpx, imported without its command-line module.
+
+`import httpx` also imports `httpx._main` (its CLI) whenever click and rich are installed,
+which they always are beside shoal: about 50 ms of every process that makes a request, for
+code that never runs. Marking the module absent makes httpx take its own fallback. Import
+httpx through here (`from providers.http import httpx`) inside the functions that need it:
+importing this package does not import httpx, asking it for `httpx` does.
+"""
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx as httpx
+else:
+
+    def __getattr__(name: str) -> object:
+        if name != "httpx":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        sys.modules.setdefault("httpx._main", None)
+        import httpx
+
+        return httpx
