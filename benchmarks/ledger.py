@@ -25,13 +25,14 @@ DRY_RUN = ["alloc", "--driver", "test", "--cpu", "1", "--ram", "1", "--dry-run"]
 
 def fill(home: Path, rows: int, live: int) -> None:
     from drivers import ledger as L
+    from drivers.paths import ledger_file
     from drivers.types import LabelDefinition, Resources
-    from providers.settings import Paths
-    from providers.wire import to_wire
+    from providers.core.settings import Paths
+    from providers.core.wire import to_wire
 
     paths = Paths.from_env({"SHOAL_HOME": str(home)})
     paths.ensure_dir(paths.state_dir)
-    ledger = L.Ledger(paths.ledger_file)
+    ledger = L.Ledger(ledger_file(paths))
     definition = LabelDefinition(driver="test/default", resources=Resources(cpu=1, ram=1))
     for i in range(rows):
         alloc_id = ledger.reserve(

@@ -12,9 +12,9 @@ from typer.core import TyperGroup
 from cli import output
 from cli.exit_codes import ExitCode, exit_code_for
 from cli.state import state
-from providers import env
-from providers.env import ENV_CONFIG, ENV_DEBUG, ENV_HOME
-from providers.errors import ShoalError
+from providers.core import env
+from providers.core.env import ENV_CONFIG, ENV_DEBUG, ENV_HOME
+from providers.core.errors import ShoalError
 
 _CLOUD_ENV = ", ".join(
     value
@@ -101,7 +101,7 @@ class ShoalGroup(TyperGroup):
             # A bug, or a failure nobody foresaw: still one line, and the way to see more.
             # Its text was checked by nobody: credentials from the environment are scrubbed
             # and its length capped.
-            from providers.errors import environment_secrets, scrub
+            from providers.core.errors import environment_secrets, scrub
 
             said = " ".join(scrub(str(exc), environment_secrets(os.environ)).split())[:200]
             output.error(
@@ -131,6 +131,7 @@ COMMANDS: dict[str, str] = {
     "status": "cli.commands.alloc:status",
     "free": "cli.commands.alloc:free",
     "task": "cli.commands.alloc:task",
+    "logs": "cli.commands.logs:logs",
     "drivers": "cli.commands.alloc:drivers",
     "image": "cli.commands.image:app",
     "catalog": "cli.commands.catalog_admin:app",
@@ -189,7 +190,7 @@ def invoked_command(argv: list[str]) -> str | None:
 
 def build_app(argv: list[str] | None = None) -> typer.Typer:
     """The app with every command, or only the one `argv` invokes (what `main` runs)."""
-    from providers.plugins import import_string
+    from providers.core.plugins import import_string
 
     built = typer.Typer(
         cls=ShoalGroup,

@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.env import ENV_CONFIG, ENV_HOME
-from providers.settings import Paths
+from drivers.paths import ledger_file
+from providers.core.env import ENV_CONFIG, ENV_HOME
+from providers.core.settings import Paths
 
 # The statuses `shoal status` lists without --all (drivers.ledger.NOT_ENDED; a test keeps
 # the two equal). Importing the ledger module would pull the driver machinery into a TAB.
-NOT_ENDED = ("ALLOCATING", "ALLOCATED", "FREEING", "ORPHANED", "GONE")
+NOT_ENDED = (
+    "ALLOCATING", "ALLOCATED", "FREEING", "ORPHANED", "GONE", "RESERVED", "EXPIRED"
+)  # fmt: skip
 # What a value may contain to be offered: shells expand or split on anything else (`$(...)`,
 # quotes, spaces), and no id, instance or image name shoal makes needs more than this.
 _OFFERABLE = re.compile(r"^[A-Za-z0-9_.+~@%,=/-]+$")
@@ -83,7 +86,7 @@ def _config(paths: Paths) -> dict[str, Any]:
 
 def allocation_ids(request: Request, paths: Paths) -> list[str]:
     """Allocations that have not ended: the ones `free`, `status` and `task` are for."""
-    ledger = paths.ledger_file
+    ledger = ledger_file(paths)
     if not ledger.is_file():
         return []
     uri = ledger.absolute().as_uri()

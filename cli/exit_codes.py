@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from providers import errors
+from providers.core import errors
 
 
 class ExitCode(IntEnum):

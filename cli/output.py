@@ -27,7 +27,7 @@ _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 def select(as_json: bool, output_format: str | None) -> bool:
     """Record the output format a command was asked for (`--json`, `--output FORMAT`);
     True when it is structured (json or yaml), which `emit_json` then writes."""
-    from providers.errors import UsageError
+    from providers.core.errors import UsageError
 
     chosen = (output_format or ("json" if as_json else "table")).lower()
     if chosen not in FORMATS:
@@ -56,7 +56,7 @@ def emit_json(data: Any) -> None:
         else:
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError as exc:
-        from providers.errors import ShoalError
+        from providers.core.errors import ShoalError
 
         raise ShoalError(
             f"the result holds a number JSON cannot carry ({exc}); nothing printed"
@@ -72,7 +72,7 @@ def _emit_yaml(data: Any) -> None:
         # JSON-ready data (the same the JSON carries), so YAML and JSON agree field by field.
         json.dumps(data, allow_nan=False)
     except ValueError as exc:
-        from providers.errors import ShoalError
+        from providers.core.errors import ShoalError
 
         raise ShoalError(f"the result holds a number YAML output cannot carry ({exc})") from None
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 
 
 def render_pricing(answer: PricingAnswer, as_json: bool) -> None:
+    from providers.core.wire import format_time, to_wire
     from providers.models import ResourcePricing
-    from providers.wire import format_time, to_wire
 
     for failure in answer.failures:
         output.warn(failure.message)
@@ -61,7 +61,7 @@ def render_pricing(answer: PricingAnswer, as_json: bool) -> None:
 
 
 def _render_window(points: dict[str, ResourcePricing], as_json: bool) -> None:
-    from providers.wire import to_wire
+    from providers.core.wire import to_wire
 
     if as_json:
         output.emit_json(to_wire(points))

@@ -46,6 +46,16 @@ def _item_rows(item: RegionResourceItem, depth: int) -> Iterator[list[Any]]:
         if stat is not None:
             for row in _stat_rows(cls, stat):
                 yield [label, *row]
+    scheduled = item.stat.scheduled
+    if scheduled is not None:  # reservations: a row group per point of their schedule
+        for at in sorted({*scheduled.allocated, *scheduled.supply, *scheduled.allocatable}):
+            point = ResourceStatItem(
+                allocated=scheduled.allocated.get(at, {}),
+                supply=scheduled.supply.get(at, {}),
+                allocatable=scheduled.allocatable.get(at, {}),
+            )
+            for row in _stat_rows(f"scheduled {at}", point):
+                yield [label, *row]
     for child in item.next_level:
         yield from _item_rows(child, depth + 1)
 
@@ -95,7 +105,7 @@ def expires_in(stamp: Any, now: Any) -> str | None:
 
 def allocation_rows(rows: Sequence[Summary], wide: bool) -> list[list[Any]]:
     """`status` rows: relative times in the table (absolute ones in JSON and `-o wide`)."""
-    from providers.timeutil import utcnow
+    from providers.core.timeutil import utcnow
 
     now = utcnow()
     return [

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from providers.settings import Settings
+    from providers.core.settings import Settings
 
 
 @dataclass
@@ -17,9 +17,10 @@ class State:
     env_overrides: dict[str, str] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        from providers.settings import Settings
+        from cli.wiring import CONFIG_SECTIONS
+        from providers.core.settings import Settings
 
-        return Settings.from_env({**os.environ, **self.env_overrides})
+        return Settings.from_env({**os.environ, **self.env_overrides}, CONFIG_SECTIONS)
 
 
 def state(ctx: typer.Context) -> State:

@@ -4,16 +4,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from providers.settings import Settings
+from providers.core.settings import Sections, Settings
 
 if TYPE_CHECKING:
     from drivers.service import Drivers
     from providers.catalog import Catalog
-    from providers.usage import AllocationUsage
+    from providers.core.usage import AllocationUsage
+
+
+def _plugin_providers() -> list[str]:
+    from providers.catalog import provider_names  # entry points: scanned only when needed
+
+    return provider_names()
+
+
+# The config file's tables: the providers' and the drivers' (a plugin provider reads a table
+# of its own name).
+CONFIG_SECTIONS = Sections(
+    builtin=("alloc", "aws", "azure", "drivers", "gcp", "image", "kubernetes", "local"),
+    plugins=_plugin_providers,
+)
 
 
 def settings() -> Settings:
-    return Settings.from_env()
+    return Settings.from_env(sections=CONFIG_SECTIONS)
 
 
 def with_freshness(
@@ -21,9 +35,9 @@ def with_freshness(
 ) -> Settings:
     """Settings carrying --refresh/--offline/--max-age, and stderr for warnings and progress."""
     from cli import output
-    from providers.errors import UsageError
-    from providers.settings import Freshness
-    from providers.timeutil import parse_duration
+    from providers.core.errors import UsageError
+    from providers.core.settings import Freshness
+    from providers.core.timeutil import parse_duration
 
     if refresh and offline:
         raise UsageError("--refresh and --offline contradict each other; give one of them")
@@ -56,15 +70,22 @@ class _LedgerUsage:
         self._settings = settings_
 
     def active_local_usage(self) -> list[AllocationUsage]:
-        if not self._settings.paths.ledger_file.exists():
+        from drivers.paths import ledger_file
+
+        if not ledger_file(self._settings.paths).exists():
             return []  # nothing was ever allocated here: no need for SQLite at all
         from drivers.ledger import Ledger
+        from providers.core.timeutil import utcnow
 
-        ledger = Ledger(self._settings.paths.ledger_file)
+        ledger = Ledger(ledger_file(self._settings.paths))
         try:
-            return ledger.active_local_usage()
+            usages = ledger.active_local_usage()
         finally:
             ledger.close()
+        # Past its lifetime an allocation holds nothing: its supervisor ended it at its
+        # expiry (and the next alloc, status or free marks it EXPIRED).
+        now = utcnow()
+        return [u for u in usages if u.expires is None or u.expires > now]
 
 
 def drivers(settings_: Settings) -> Drivers:

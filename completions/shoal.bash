@@ -54,7 +54,7 @@ _shoal_words() {
 }
 _shoal_valued() {
     case "$cmd" in
-        alloc) valued=' --driver -d --cpu --ram --lifetime --option -o --meta -m --output ' ;;
+        alloc) valued=' --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --output ' ;;
         'catalog export') valued=' --provider -p --output -o ' ;;
         'catalog import') valued=' --output ' ;;
         'catalog status') valued=' --output ' ;;
@@ -64,6 +64,7 @@ _shoal_valued() {
         'image list') valued=' --out --output ' ;;
         'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --output ' ;;
         'image rm') valued=' --out --output ' ;;
+        logs) valued=' --tail -n ' ;;
         pricing) valued=' --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output ' ;;
         regions) valued=' --provider -p --context --output ' ;;
         resources) valued=' --provider -p --region -r --select -s --start --end --context --output ' ;;
@@ -108,7 +109,7 @@ _shoal() {
             alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'container docker kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
             alloc:--output|'catalog import:--output'|'catalog status:--output'|config:--output|drivers:--output|free:--output|'image list:--output'|'image pull:--output'|'image rm:--output'|pricing:--output|regions:--output|resources:--output|status:--output|types:--output) _shoal_words 'table wide json yaml' ;;
             'catalog export:--provider'|'catalog export:-p'|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
-            status:--status) _shoal_words 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE' ;;
+            status:--status) _shoal_words 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED' ;;
             task:--output) _shoal_words 'json yaml' ;;
         esac
         return 0
@@ -119,16 +120,17 @@ _shoal() {
             'catalog import') return 0 ;;
             free) _shoal_reply < <(_shoal_values ids) ;;
             'image rm') ((npos == 0)) && _shoal_reply < <(_shoal_values images) ;;
+            logs) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
-            '') _shoal_words 'alloc catalog config drivers free image pricing regions resources status task types' ;;
+            '') _shoal_words 'alloc catalog config drivers free image logs pricing regions resources status task types' ;;
             catalog) _shoal_words 'export import status' ;;
             image) _shoal_words 'list pull rm' ;;
         esac
         ((${#COMPREPLY[@]})) && return 0
     fi
     case "$cmd" in
-        alloc) _shoal_words '--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --json --output --help -h' ;;
+        alloc) _shoal_words '--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --wait --timeout --at --reservation --json --output --help -h' ;;
         'catalog export') _shoal_words '--provider -p --output -o --json --help -h' ;;
         'catalog import') _shoal_words '--json --output --help -h' ;;
         'catalog status') _shoal_words '--json --output --help -h' ;;
@@ -138,6 +140,7 @@ _shoal() {
         'image list') _shoal_words '--out --json --output --help -h' ;;
         'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output --help -h' ;;
         'image rm') _shoal_words '--out --json --output --help -h' ;;
+        logs) _shoal_words '--follow -f --tail -n --help -h' ;;
         pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
         regions) _shoal_words '--provider -p --refresh --offline --context --json --output --help -h' ;;
         resources) _shoal_words '--provider -p --region -r --select -s --start --end --context --json --output --help -h' ;;

@@ -83,7 +83,7 @@ function __shoal_state --description 'command path, positionals, --home/--config
         end
         switch "$cmd"
             case alloc
-                set valued --driver -d --cpu --ram --lifetime --option -o --meta -m --output
+                set valued --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --output
             case "catalog export"
                 set valued --provider -p --output -o
             case "catalog import"
@@ -102,6 +102,8 @@ function __shoal_state --description 'command path, positionals, --home/--config
                 set valued --sum --name --version --tag --out --user --lock-timeout --output
             case "image rm"
                 set valued --out --output
+            case logs
+                set valued --tail -n
             case pricing
                 set valued --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output
             case regions
@@ -127,6 +129,7 @@ complete -c shoal -n '__shoal_is ""' -a config -d 'Show the files, engine and va
 complete -c shoal -n '__shoal_is ""' -a drivers -d 'List the driver instances (name/instance) to allocate on'
 complete -c shoal -n '__shoal_is ""' -a free -d 'Free allocations and record each; freeing twice is harmless'
 complete -c shoal -n '__shoal_is ""' -a image -d 'Pull, list and remove images (unpacked archives)'
+complete -c shoal -n '__shoal_is ""' -a logs -d 'Print a workload\'s output, or follow it as it comes'
 complete -c shoal -n '__shoal_is ""' -a pricing -d 'Show hourly on-demand, spot and scheduled prices per type'
 complete -c shoal -n '__shoal_is ""' -a regions -d 'List the provider\'s regions (kubernetes: kubeconfig contexts)'
 complete -c shoal -n '__shoal_is ""' -a resources -d 'Show supply, allocated and allocatable resources'
@@ -147,6 +150,10 @@ complete -c shoal -n '__shoal_is alloc' -l multitenancy -l no-multitenancy -d 'T
 complete -c shoal -n '__shoal_is alloc' -l cpu-overbook -l no-cpu-overbook -d 'Tolerate CPU overbooking'
 complete -c shoal -n '__shoal_is alloc' -l ram-overbook -l no-ram-overbook -d 'Tolerate RAM overbooking'
 complete -c shoal -n '__shoal_is alloc' -l dry-run -d 'Print how many such definitions fit; allocate nothing'
+complete -c shoal -n '__shoal_is alloc' -l wait -d 'Wait until it fits (first come, first served), then allocate'
+complete -c shoal -n '__shoal_is alloc' -l timeout -r -d 'With --wait: give up after this long (e.g. 30s, 10m; exit 75)'
+complete -c shoal -n '__shoal_is alloc' -l at -r -d 'Book the capacity for [TIME, TIME+lifetime) instead of allocating now (RFC 3339, a date, now, +2h); prints the reservation\'s id'
+complete -c shoal -n '__shoal_is alloc' -l reservation -r -d 'Claim this reservation (from its start): allocate with the capacity it booked; flags and DEFINITION add to the booked definition'
 complete -c shoal -n '__shoal_is alloc' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is alloc' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
 complete -c shoal -n '__shoal_is alloc' -l help -s h -d 'Show help and exit'
@@ -203,6 +210,10 @@ complete -c shoal -n '__shoal_is "image rm"' -l json -d 'Print JSON (the spec\'s
 complete -c shoal -n '__shoal_is "image rm"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
 complete -c shoal -n '__shoal_is "image rm"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at "image rm" 0' -f -a '(__shoal_values images)' -d 'image'
+complete -c shoal -n '__shoal_is logs' -l follow -s f -d 'Keep printing what it writes until it ends (or Ctrl-C)'
+complete -c shoal -n '__shoal_is logs' -l tail -s n -r -d 'Only the last N lines (default: all)'
+complete -c shoal -n '__shoal_is logs' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_at logs 0' -f -a '(__shoal_values ids)' -d 'allocation'
 complete -c shoal -n '__shoal_is pricing' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Catalog provider(s) to ask; comma-separate to compare, e.g. aws,azure,gcp'
 complete -c shoal -n '__shoal_is pricing' -l region -s r -r -d 'Region name (repeatable); \'all\' or none for every region'
 complete -c shoal -n '__shoal_is pricing' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\''
@@ -236,7 +247,7 @@ complete -c shoal -n '__shoal_is resources' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is status' -l all -d 'Also list freed and failed ones'
 complete -c shoal -n '__shoal_is status' -l remote -r -f -a 'container docker kubernetes podman process test (__shoal_values drivers)' -d 'List what DRIVER\'s shared backend holds for shoal, from any machine (kubernetes: pods and jobs; container: the engine\'s containers)'
 complete -c shoal -n '__shoal_is status' -l driver -s d -r -f -a 'container docker kubernetes podman process test (__shoal_values drivers)' -d 'Only this driver (test) or instance (test/dev)'
-complete -c shoal -n '__shoal_is status' -l status -r -f -a 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE' -d 'Only these statuses (repeat or comma-separate; implies --all)'
+complete -c shoal -n '__shoal_is status' -l status -r -f -a 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED' -d 'Only these statuses (repeat or comma-separate; implies --all)'
 complete -c shoal -n '__shoal_is status' -l sort -r -d 'Sort by id, driver, status, cpu, ram, created, expires or updated; prefix \'-\' for descending'
 complete -c shoal -n '__shoal_is status' -l watch -s w -d 'Refresh the list in place every 2 s (a terminal)'
 complete -c shoal -n '__shoal_is status' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'

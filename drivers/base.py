@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from drivers.types import ApplicationTask, LabelDefinition, Resource, Resources
@@ -77,3 +78,22 @@ class ListsRemote(Protocol):
     has `id`, `driver`, `status`, `created` (RFC 3339) and `note`, then its own fields."""
 
     def remote_allocations(self) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class FinishesWorkload(Protocol):
+    """Stops its workload but keeps what it left (a workspace, a stopped container) until
+    `deallocate`, and tells how it ended (exit code, log tail, ...). An allocation past its
+    lifetime is finished this way (EXPIRED) when its supervisor could not; `free` records
+    the outcome before `deallocate` removes the rest."""
+
+    def finish(self, res: Resource) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ShowsLogs(Protocol):
+    """A workload's output as bytes (process: output.log; container: the engine's log;
+    kubernetes: the pod's log): its last `tail` lines (all when None); with `follow`, what
+    comes next, ending when the workload ends."""
+
+    def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]: ...

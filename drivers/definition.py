@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from drivers.types import LabelDefinition
-from providers.errors import UsageError
-from providers.numbers import non_finite, reject_constant
-from providers.timeutil import parse_duration, utcnow
-from providers.wire import from_wire
+from providers.core.errors import UsageError
+from providers.core.numbers import non_finite, reject_constant
+from providers.core.timeutil import parse_duration, utcnow
+from providers.core.wire import from_wire
 
 
 def parse_document(text: str, source: str) -> Any:
@@ -31,7 +31,7 @@ def parse_document(text: str, source: str) -> Any:
             raise UsageError(f"{source}: invalid JSON: nested too deeply") from None
     import yaml
 
-    from providers import yamlsafe
+    from providers.core import yamlsafe
 
     try:
         return yamlsafe.load(text)
@@ -52,7 +52,7 @@ def build(data: Any, source: str) -> LabelDefinition:
     for path in non_finite(data):  # YAML's .nan and .inf, also among the free-form options
         raise UsageError(f"{source}: {path}: must be a finite number")
     from drivers import definition_model
-    from providers import schema
+    from providers.core import schema
 
     checked = schema.validate(
         definition_model.LabelDefinition, data, schema.Place(UsageError, source)

@@ -13,9 +13,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
-from providers.errors import UsageError
-from providers.strict import Count, Strict
-from providers.timeutil import parse_duration
+from providers.core.errors import UsageError
+from providers.core.strict import Count, Strict
+from providers.core.timeutil import parse_duration
 
 # Past these, SQLite integers and datetime overflow; no machine comes near them.
 MAX_CPU = 1_000_000

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from providers.errors import shown
+from providers.core.errors import shown
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Past these the kernel refuses the exec (ENAMETOOLONG, E2BIG): said before anything is

@@ -16,14 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from providers.errors import (
+from providers.core.errors import (
     LedgerCorruptError,
     LedgerWriteError,
     RetryableError,
     ShoalError,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_SECONDS = 30.0
 # SQLite waits for a lock inside C, where Ctrl-C cannot reach; it is asked to wait only this
 # long per try, and shoal retries from Python until BUSY_TIMEOUT_SECONDS, so it stays
@@ -54,6 +54,29 @@ CREATE TABLE IF NOT EXISTS allocations (
     note TEXT
 );
 CREATE INDEX IF NOT EXISTS allocations_status ON allocations(status);
+"""
+
+# Version 2: reservations (a window start and a claim deadline per row) and the queue of
+# `alloc --wait` (arrival order is the id). Applied to a version-1 ledger in place.
+_SCHEMA_2 = """
+ALTER TABLE allocations ADD COLUMN starts TEXT;
+ALTER TABLE allocations ADD COLUMN claim_by TEXT;
+CREATE TABLE IF NOT EXISTS waiters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    driver TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    cpu INTEGER NOT NULL,
+    ram INTEGER NOT NULL,
+    multitenancy INTEGER NOT NULL,
+    cpu_overbook INTEGER NOT NULL,
+    ram_overbook INTEGER NOT NULL,
+    life_seconds REAL,
+    is_remote INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    owner_pid INTEGER,
+    owner_start TEXT,
+    created TEXT NOT NULL
+);
 """
 
 
@@ -177,9 +200,16 @@ class LedgerDb:
                 def create() -> None:
                     if conn.in_transaction:  # a COMMIT that found the ledger busy
                         conn.execute("ROLLBACK")
-                    conn.executescript(
-                        f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
-                    )
+                    conn.execute("BEGIN IMMEDIATE")
+                    # Read again under the lock: another shoal may have upgraded it meanwhile.
+                    found = conn.execute("PRAGMA user_version").fetchone()[0]
+                    steps = ([_SCHEMA] if found < 1 else []) + ([_SCHEMA_2] if found < 2 else [])
+                    for script in steps:
+                        for statement in script.split(";"):
+                            if statement.strip():
+                                conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                    conn.execute("COMMIT")
 
                 patiently(create)
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -188,6 +218,11 @@ class LedgerDb:
             raise self.failure(exc) from None
         self._conn = conn
         return conn
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection commits to the ledger: a cheap
+        "has anything changed?" (no table is read)."""
+        return int(patiently(lambda: self.conn().execute("PRAGMA data_version").fetchone()[0]))
 
     def _busy(self) -> RetryableError:
         return RetryableError(

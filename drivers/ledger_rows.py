@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from drivers import procinfo
-from providers.errors import LedgerCorruptError
+from providers.core.errors import LedgerCorruptError
 
 ALLOCATING = "ALLOCATING"
 ALLOCATED = "ALLOCATED"
@@ -18,18 +18,26 @@ FREED = "FREED"
 FAILED = "FAILED"
 ORPHANED = "ORPHANED"
 GONE = "GONE"  # the driver no longer has it, though nobody freed it
+RESERVED = "RESERVED"  # capacity booked for a window ahead (`alloc --at`); nothing runs yet
+LAPSED = "LAPSED"  # a reservation nobody claimed within its grace period: capacity freed
+# Its lifetime ended: the workload was stopped (by its supervisor, else the next command);
+# it holds nothing, and what it left (workspace, stopped container) stays until `free`.
+EXPIRED = "EXPIRED"
 # Statuses that hold node resources. ORPHANED does: its workload may still run until a
 # later command's cleanup succeeds.
 HOLDING = (ALLOCATING, ALLOCATED, FREEING, ORPHANED)
 FREEING_FROM = "freeing from "  # the note of a FREEING row: the status to restore
 IN_FLIGHT = (ALLOCATING, FREEING)
-NOT_ENDED = (*HOLDING, GONE)  # what `status` lists without --all
-ALL_STATUSES = (ALLOCATING, ALLOCATED, FREEING, FREED, FAILED, ORPHANED, GONE)
+NOT_ENDED = (*HOLDING, GONE, RESERVED, EXPIRED)  # what `status` lists without --all
+ALL_STATUSES = (
+    ALLOCATING, ALLOCATED, FREEING, FREED, FAILED, ORPHANED, GONE, RESERVED, LAPSED, EXPIRED
+)  # fmt: skip
 
 # The columns a full row is selected with, in the order `Allocation.from_row` reads them.
 COLUMNS = (
     "id, driver, status, definition, state, metadata, created, updated, expires, cpu, ram, "
-    "multitenancy, cpu_overbook, ram_overbook, is_remote, owner_pid, owner_start, note"
+    "multitenancy, cpu_overbook, ram_overbook, is_remote, owner_pid, owner_start, note, "
+    "starts, claim_by"
 )
 
 
@@ -59,6 +67,8 @@ class Allocation:
     owner_pid: int | None
     owner_start: str | None
     note: str | None
+    starts: str | None = None  # a reservation's window start (`alloc --at`)
+    claim_by: str | None = None  # a reservation lapses unless claimed before this
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Allocation:
@@ -87,6 +97,8 @@ class Allocation:
             owner_pid=row[15],
             owner_start=row[16],
             note=row[17],
+            starts=row[18] if len(row) > 18 else None,
+            claim_by=row[19] if len(row) > 19 else None,
         )
 
     def owner_alive(self) -> bool:

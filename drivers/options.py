@@ -1,5 +1,5 @@
 """A driver's settings: its instance's config and a definition's options, each checked by
-the driver's pydantic models (providers/schema.py), and the helpers drivers share."""
+the driver's pydantic models (providers/core/schema.py), and the helpers drivers share."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from providers import schema
-from providers.errors import ConfigError
+from providers.core import schema
+from providers.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from providers.settings import Paths
+    from providers.core.settings import Paths
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -25,7 +25,7 @@ def load_config(model: type[M], config: bytes, driver_name: str, config_file: Pa
     the config file, the instance's table and the key."""
     import json
 
-    from providers.numbers import reject_constant
+    from providers.core.numbers import reject_constant
 
     try:
         raw = json.loads(config or b"{}", parse_constant=reject_constant)
@@ -50,7 +50,9 @@ def workspace_root(configured: str, default_root: Path, driver_name: str) -> Pat
 def ensure_workspace(paths: Paths, configured: str, driver_name: str) -> Path:
     """The driver's workspace root, created; an unwritable one blames what chose it (the
     instance's `workspace` setting, or SHOAL_HOME)."""
-    root = workspace_root(configured, paths.workspaces_dir, driver_name)
+    from drivers.paths import workspaces_dir
+
+    root = workspace_root(configured, workspaces_dir(paths), driver_name)
     setting = f'config [drivers."{driver_name}"] workspace' if configured else None
     return paths.ensure_dir(root, setting)
 
@@ -69,7 +71,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def check_meta_names(metadata: Mapping[str, Any]) -> None:
     """Metadata becomes environment variables: names must be shell identifiers."""
-    from providers.errors import UsageError
+    from providers.core.errors import UsageError
 
     for key, value in metadata.items():
         if not _ENV_NAME.match(key):

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from datetime import date, time
 from typing import TYPE_CHECKING, Any
 
-from providers.errors import ConfigError, UnknownNameError, UsageError
-from providers.plugins import LazyRegistry
-from providers.settings import Settings, config_section
+from providers.core.errors import ConfigError, UnknownNameError, UsageError
+from providers.core.plugins import LazyRegistry
+from providers.core.settings import Settings, config_section
 
 if TYPE_CHECKING:
     from drivers.base import ResourceDriver
@@ -73,7 +73,7 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"{where}: [drivers.{full!r}]: name must be DRIVER/INSTANCE")
         # Entry points are read only when the config names a kind shoal does not build in.
         if kind not in builtins and kind not in _REGISTRY.names():
-            from providers.schema import unknown
+            from providers.core.schema import unknown
 
             what = unknown("driver", kind, _REGISTRY.names())
             raise ConfigError(f'{where}: [drivers."{full}"]: {kind!r}: {what}')

@@ -17,22 +17,25 @@ from typing import TYPE_CHECKING, Any
 from drivers import ledger as L
 from drivers.ledger import Allocation, Ledger
 from drivers.views import ERROR, AllocationView, DryRun, FreeResult, StatusView, Summary
-from providers.errors import (
+from providers.core.errors import (
     LedgerWriteError,
     NotFoundError,
     RetryableError,
     ShoalError,
     UsageError,
 )
-from providers.timeutil import utcnow
-from providers.wire import from_wire, to_wire
+from providers.core.timeutil import utcnow
+from providers.core.wire import from_wire, to_wire
 
 if TYPE_CHECKING:
     # Driver code, types and the registry are imported where used: `status` listing a
     # large ledger should not pay for them (cold start).
+    from datetime import datetime
+
     from drivers.base import ResourceDriver
+    from drivers.scheduling import Wait
     from drivers.types import LabelDefinition, Resource, Resources
-    from providers.settings import Settings
+    from providers.core.settings import Settings
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 
@@ -53,7 +56,9 @@ class Drivers:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Drivers:
-        return cls(settings=settings, ledger=Ledger(settings.paths.ledger_file))
+        from drivers.paths import ledger_file
+
+        return cls(settings=settings, ledger=Ledger(ledger_file(settings.paths)))
 
 
 @contextlib.contextmanager
@@ -103,6 +108,34 @@ def recover(ctx: Drivers) -> None:
             row.id, L.FAILED, note=f"{row.note}; cleaned up", expect=(L.ORPHANED,)
         )
         ctx.warnings.append(f"allocation {row.id} was interrupted ({row.note}); cleaned up")
+    expire(ctx)
+
+
+def expire(ctx: Drivers) -> None:
+    """Allocations past their lifetime become EXPIRED and hold nothing from then on. Their
+    supervisors have stopped the workloads already; one that could not (killed with
+    SIGKILL) left its workload to this: it is stopped here, what it left kept for `free`.
+    One that cannot be stopped now stays as it is, and is tried again by the next command."""
+    overdue = ctx.ledger.expired(ctx.ledger.clock())
+    if not overdue:
+        return
+    from drivers.base import FinishesWorkload
+
+    for row in overdue:
+        try:
+            driver = ctx.driver(row.driver)
+            if isinstance(driver, FinishesWorkload):
+                driver.finish(_resource(row))
+        except ShoalError as exc:
+            ctx.warnings.append(f"{row.id} is past its lifetime but could not be stopped: {exc}")
+            continue
+        try:
+            ctx.ledger.set_status(
+                row.id, L.EXPIRED, note=f"expired at {row.expires}", expect=(L.ALLOCATED, L.GONE)
+            )
+        except LedgerWriteError as exc:  # a full disk: reads still answer
+            ctx.warnings.append(f"{row.id} is past its lifetime; not recorded: {exc}")
+            return
 
 
 def _capacity(driver: ResourceDriver, usage: Resources, definition: LabelDefinition) -> int:
@@ -120,13 +153,31 @@ def prepare(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
     return driver
 
 
-def dry_run(ctx: Drivers, definition: LabelDefinition) -> DryRun:
+def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = None) -> DryRun:
+    """How many such definitions fit over the window they would hold, now (or from `at`,
+    as a reservation would), beside the allocations and the reservations overlapping it."""
     from drivers.base import UNLIMITED
+    from drivers.definition import expires_at
 
     driver = prepare(ctx, definition)
+    scope = driver.name() if driver.is_remote() else None
+    if at is not None:
+        from drivers.scheduling import AT_SLACK
+
+        if scope is not None:
+            raise UsageError(f"--at: {driver.name()} is remote; reservations are for local drivers")
+        if at < ctx.ledger.clock() - AT_SLACK:
+            raise UsageError("--at is in the past; give now or a later time")
+        at = max(at, ctx.ledger.clock())
     recover(ctx)
-    usage = ctx.ledger.node_usage(driver.name() if driver.is_remote() else None)
-    count = _capacity(driver, usage, definition)
+    usage = ctx.ledger.node_usage(scope)
+    fit = ctx.ledger.fit_window(
+        lambda usage: _capacity(driver, usage, definition),
+        remote_driver=scope,
+        start=at,
+        end=expires_at(definition, at or ctx.ledger.clock()),
+    )
+    count = fit.count
     return DryRun(
         driver=driver.name(),
         fits=None if count >= UNLIMITED else count,
@@ -136,37 +187,71 @@ def dry_run(ctx: Drivers, definition: LabelDefinition) -> DryRun:
     )
 
 
+def check_metadata(driver: ResourceDriver, metadata: dict[str, Any]) -> None:
+    """An optional check beyond the spec's interface, so bad metadata is refused before a
+    reservation is written rather than after."""
+    from drivers.base import ChecksMetadata
+
+    if isinstance(driver, ChecksMetadata):
+        driver.validate_metadata(metadata)
+
+
 def allocate(
     ctx: Drivers,
     definition: LabelDefinition,
     metadata: dict[str, Any],
     committed: Callable[[AllocationView], None] | None = None,
+    wait: Wait | None = None,
 ) -> AllocationView:
     """Reserve, allocate, record. Up to the record an interrupt undoes the allocation; from
     the record on it is finished: `committed` (which prints the id) runs with Ctrl-C
     ignored, and Ctrl-C stays ignored after it, so a caller never exits 130 holding a live
-    allocation it did not report."""
+    allocation it did not report. The room is taken after the `alloc --wait` waiters that
+    came first; with `wait`, this one queues until it fits and it is its turn."""
     from drivers.definition import expires_at
-    from drivers.types import Resource
+    from drivers.scheduling import queue_fits, wait_for_room
 
     driver = prepare(ctx, definition)
-    # An optional check beyond the spec's interface, so bad metadata is refused before a
-    # reservation is written rather than after.
-    from drivers.base import ChecksMetadata
-
-    if isinstance(driver, ChecksMetadata):
-        driver.validate_metadata(metadata)
+    check_metadata(driver, metadata)
     recover(ctx)
-    expires = expires_at(definition)
-    alloc_id = ctx.ledger.reserve(
-        driver=driver.name(),
-        definition=to_wire(definition),
-        resources=definition.resources,
-        metadata=metadata,
-        is_remote=driver.is_remote(),
-        expires=expires,
-        fits=lambda usage: _capacity(driver, usage, definition),
-    )
+    if wait is not None:
+        alloc_id, expires = wait_for_room(ctx, driver, definition, metadata, wait)
+    else:
+        expires = expires_at(definition, ctx.ledger.clock())
+        alloc_id = ctx.ledger.reserve(
+            driver=driver.name(),
+            definition=to_wire(definition),
+            resources=definition.resources,
+            metadata=metadata,
+            is_remote=driver.is_remote(),
+            expires=expires,
+            fits=lambda usage: _capacity(driver, usage, definition),
+            queue=queue_fits(driver),
+        )
+    return _bring_up(ctx, driver, definition, metadata, alloc_id, expires, committed)
+
+
+def _bring_up(
+    ctx: Drivers,
+    driver: ResourceDriver,
+    definition: LabelDefinition,
+    metadata: dict[str, Any],
+    alloc_id: str,
+    expires: datetime | None,
+    committed: Callable[[AllocationView], None] | None,
+    undo: Callable[[str], None] | None = None,
+) -> AllocationView:
+    """Allocate in the driver for a row this shoal holds ALLOCATING, then record it. A
+    failure or an interrupt before the record undoes it: the row turns FAILED (`undo`: a
+    claimed reservation goes back to RESERVED)."""
+    from drivers.types import Resource
+
+    def failed(note: str) -> None:
+        if undo is not None:
+            undo(note)
+        else:
+            ctx.ledger.set_status(alloc_id, L.FAILED, note=note, expect=(L.ALLOCATING,))
+
     try:
         res = driver.allocate(definition, {**metadata, ALLOCATION_ID_KEY: alloc_id})
         res.timeout = expires
@@ -178,7 +263,7 @@ def allocate(
             )
             with contextlib.suppress(ShoalError, OSError):
                 driver.deallocate(Resource(identifier=alloc_id))
-            ctx.ledger.set_status(alloc_id, L.FAILED, note=note, expect=(L.ALLOCATING,))
+            failed(note)
         raise
     try:
         try:
@@ -189,9 +274,7 @@ def allocate(
             with contextlib.suppress(ShoalError, OSError):
                 driver.deallocate(res)
             with contextlib.suppress(ShoalError, OSError, sqlite3.Error):
-                ctx.ledger.set_status(
-                    alloc_id, L.FAILED, note=f"recording failed: {exc}", expect=(L.ALLOCATING,)
-                )
+                failed(f"recording failed: {exc}")
             raise
         if not kept:
             # Another shoal took this row for an orphan (its owner looked dead to it, as
@@ -225,6 +308,8 @@ def describe(row: Allocation) -> AllocationView:
         resource=_public_state(row.state),
         definition=_public_definition(row.definition),
         metadata=row.metadata,
+        starts=row.starts,
+        claim_by=row.claim_by,
     )
 
 
@@ -244,14 +329,19 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
     view = describe(row)
-    if row.status not in (L.ALLOCATED, L.GONE):
-        return StatusView(view)
+    if row.status not in (L.ALLOCATED, L.GONE, L.EXPIRED):
+        return StatusView(view, detail=_recorded_outcome(row))
     driver = ctx.driver(row.driver)
     try:
         seen = driver.status(_resource(row))
     except ShoalError as exc:
         return StatusView(view, "ERROR", f"driver could not report status: {exc}")
     detail = _detail(driver, row)
+    if row.status == L.EXPIRED:
+        drift = None
+        if seen == STATUS_ALLOCATED:
+            drift = f"ledger says EXPIRED but the driver reports it; `shoal free {row.id}` ends it"
+        return StatusView(view, seen, drift, detail)
     if row.status == L.ALLOCATED and seen == STATUS_NONE:
         try:
             ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
@@ -274,6 +364,13 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
         )
         return StatusView(view, seen, drift, detail)
     return StatusView(view, seen, None, detail)
+
+
+def _recorded_outcome(row: Allocation) -> dict[str, Any] | None:
+    """How a freed workload ended, as `free` recorded it (drivers that keep an outcome)."""
+    meta = (row.state or {}).get("metadata")
+    outcome = meta.get("outcome") if isinstance(meta, dict) else None
+    return outcome if isinstance(outcome, dict) else None
 
 
 def _detail(driver: ResourceDriver, row: Allocation) -> dict[str, Any] | None:
@@ -404,6 +501,8 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
             "already freed" if row.status == L.FREED else "allocation had failed; nothing held"
         )
         return FreeResult(row.id, row.status, False, f"{row.id}: {already} ({row.updated})")
+    if row.status in (L.RESERVED, L.LAPSED):
+        return _cancel_reservation(ctx, row)
     if row.status == L.FREEING and row.owner_alive():
         # Another shoal is freeing it: that is what we were asked for. Wait for its outcome.
         return _await_other_free(ctx, row, note)
@@ -422,14 +521,41 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
     if not moved:
         return free(ctx, alloc_id, note=note)  # someone moved it; decide again from the new state
     try:
+        state = _finish(ctx, row)
         ctx.driver(row.driver).deallocate(_resource(row))
     except BaseException:
         with _no_interrupts():
             ctx.ledger.set_status(row.id, previous, note=row.note, expect=(L.FREEING,))
         raise
     with _no_interrupts():
-        ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,))
+        ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,), state=state)
     return FreeResult(row.id, L.FREED, True, f"{row.id}: {note}")
+
+
+def _cancel_reservation(ctx: Drivers, row: Allocation) -> FreeResult:
+    """`free` of a reservation cancels it: nothing runs, its window's capacity comes back."""
+    if row.status == L.LAPSED:
+        lapsed = f"{row.id}: reservation had lapsed; nothing held"
+        return FreeResult(row.id, L.LAPSED, False, lapsed)
+    if not ctx.ledger.set_status(row.id, L.FREED, note=L.CANCELLED, expect=(L.RESERVED,)):
+        return free(ctx, row.id)  # claimed or lapsed meanwhile: decide again
+    return FreeResult(row.id, L.FREED, True, f"{row.id}: {L.CANCELLED}")
+
+
+def _finish(ctx: Drivers, row: Allocation) -> dict[str, Any] | None:
+    """For drivers that keep an outcome: the workload stopped, and the row's state with how
+    it ended (`resource.metadata.outcome`), recorded before deallocate removes the rest."""
+    from drivers.base import FinishesWorkload
+
+    driver = ctx.driver(row.driver)
+    if row.state is None or not isinstance(driver, FinishesWorkload):
+        return None
+    outcome = driver.finish(_resource(row))
+    meta = row.state.get("metadata")
+    return {
+        **row.state,
+        "metadata": {**(meta if isinstance(meta, dict) else {}), "outcome": outcome},
+    }
 
 
 OTHER_FREE_WAIT_SECONDS = 120.0
@@ -474,7 +600,8 @@ def _free_unrecorded(
 def free_expired(ctx: Drivers) -> list[FreeResult]:
     recover(ctx)
     results = []
-    for row in ctx.ledger.expired(utcnow()):
+    due = ctx.ledger.expired(ctx.ledger.clock()) + ctx.ledger.with_status(L.EXPIRED)
+    for row in sorted(due, key=lambda r: r.expires or ""):
         try:
             results.append(free(ctx, row.id, note=f"expired at {row.expires}"))
         except ShoalError as exc:
@@ -490,7 +617,7 @@ def run_task(ctx: Drivers, alloc_id: str, name: str, options: str) -> Any:
     if row.status != L.ALLOCATED:
         raise UsageError(f"{row.id} is {row.status}; tasks run only on ALLOCATED resources")
     if options:
-        from providers.numbers import reject_constant
+        from providers.core.numbers import reject_constant
 
         try:
             json.loads(options, parse_constant=reject_constant)

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from providers import env as env_names
-from providers.errors import ShoalError, is_secret_name
+from providers.core import env as env_names
+from providers.core.errors import ShoalError, is_secret_name
 
 if TYPE_CHECKING:
-    from providers.settings import Settings
+    from providers.core.settings import Settings
 
 
 
@@ -25,7 +25,7 @@ class SetupItem:
 
 
 def known_env_vars() -> list[str]:
-    """Every environment variable shoal reads (providers/env.py declares each once)."""
+    """Every environment variable shoal reads (providers/core/env.py declares each once)."""
     return sorted(
         {v for k, v in vars(env_names).items() if k.startswith("ENV_") and isinstance(v, str)}
     )
@@ -34,6 +34,7 @@ def known_env_vars() -> list[str]:
 def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> list[SetupItem]:
     from drivers.container.engine import locate
     from drivers.image.store import images_dir
+    from drivers.paths import ledger_file, workspaces_dir
 
     environ = os.environ if environ is None else environ
     paths = settings.paths
@@ -42,8 +43,8 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
     exists = "" if paths.config_file.exists() else " (absent: defaults apply)"
     items = [
         SetupItem("config file", f"{paths.config_file}{exists}", config_from),
-        SetupItem("ledger", str(paths.ledger_file), home),
-        SetupItem("workspaces", str(paths.workspaces_dir), home),
+        SetupItem("ledger", str(ledger_file(paths)), home),
+        SetupItem("workspaces", str(workspaces_dir(paths)), home),
         SetupItem("catalog cache", str(paths.cache_dir / "catalog.sqlite"), home),
         SetupItem("images dir", str(images_dir(settings)), _images_source(settings, home)),
     ]

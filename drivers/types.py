@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from providers.wire import field
+from providers.core.wire import field
 
 STATUS_NONE = "NONE"
 STATUS_ALLOCATED = "ALLOCATED"

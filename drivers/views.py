@@ -30,6 +30,8 @@ class AllocationView:
     resource: dict[str, Any] | None = None
     definition: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    starts: str | None = None  # a reservation's window start (it ends at `expires`)
+    claim_by: str | None = None  # an unclaimed reservation lapses then
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,8 @@ class AllocationView:
             "resource": self.resource,
             "definition": self.definition,
             "metadata": self.metadata,
+            "starts": self.starts,
+            "claim_by": self.claim_by,
         }
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from providers.plugins import LazyRegistry
+from providers.core.plugins import LazyRegistry
 
 if TYPE_CHECKING:
+    from providers.core.settings import Settings
     from providers.models import (
         InstanceTypeSpec,
         RegionSpec,
@@ -15,7 +16,6 @@ if TYPE_CHECKING:
         ResourceListOptions,
         ResourcePricing,
     )
-    from providers.settings import Settings
 
 
 class Catalog(Protocol):
@@ -44,9 +44,9 @@ _REGISTRY: LazyRegistry[Factory] = LazyRegistry(
     "shoal.providers",
     {
         "local": "providers.local.catalog:LocalCatalog.from_settings",
-        "aws": "providers.cloud.factories:aws",
-        "azure": "providers.cloud.factories:azure",
-        "gcp": "providers.cloud.factories:gcp",
+        "aws": "providers.aws.factory:catalog",
+        "azure": "providers.azure.factory:catalog",
+        "gcp": "providers.gcp.factory:catalog",
         "kubernetes": "providers.kubernetes.catalog:KubernetesCatalog.from_settings",
     },
 )
@@ -65,7 +65,7 @@ def new_catalog(provider: str, settings: Settings | None = None) -> Catalog:
     """Build the catalog for `provider` from settings (default: from the environment)."""
     factory = _REGISTRY.get(provider)
     if settings is None:
-        from providers.settings import Settings
+        from providers.core.settings import Settings
 
         settings = Settings.from_env()
     return factory(settings)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 from providers.models import ResourcePricing, ResourcePricingItem
 
 SORT_KEYS = {

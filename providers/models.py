@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from providers.wire import field
+from providers.core.wire import field
 
 # resource type -> resource name -> quantity (a decimal string)
 ResourceItem = dict[str, dict[str, str]]

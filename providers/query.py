@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from providers.errors import ShoalError, UsageError
+from providers.core.errors import ShoalError, UsageError
 
 if TYPE_CHECKING:
     from providers.catalog import Catalog
@@ -93,7 +93,7 @@ def check_window(start: datetime | None, end: datetime | None) -> None:
     if end is not None and start is None:
         raise UsageError("--end needs --start; give the window's start too")
     if start is not None and end is not None and end < start:
-        from providers.wire import format_time
+        from providers.core.wire import format_time
 
         raise UsageError(
             f"--end {format_time(end)} is before --start {format_time(start)}; swap them"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 
 
 def check_region(provider: str, name: str, known: list[str]) -> str:

@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from providers.cloud.config import DEFAULT_TTL_HOURS
-from providers.strict import NonNegative, Strict
+from providers.config import DEFAULT_TTL_HOURS
+from providers.core.strict import NonNegative, Strict
 
 HOURS_PER_CENTURY = 24 * 365 * 100
 PRICE = "USD per hour"

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 from providers.models import Selector
 from providers.selector_keys import HELP, KNOWN_KEYS, NUMERIC_KEYS, STRING_KEYS
 

@@ -132,6 +132,13 @@ def reap_workloads(home: Path) -> Iterator[None]:
             os.killpg(pid, signal.SIGKILL)
         except (OSError, ValueError):
             pass
+    # Their supervisors, which would stop them at their expiry (their own sessions).
+    for pid_file in home.glob("state/workspaces/process/*/*/.shoal-supervisor"):
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.killpg(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 def wait_for(

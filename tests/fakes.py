@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from providers.core.settings import Settings
 from providers.models import (
     InstanceTypeSpec,
     RegionSpec,
@@ -9,7 +10,6 @@ from providers.models import (
     ResourceListOptions,
     ResourcePricing,
 )
-from providers.settings import Settings
 
 
 class EmptyCatalog:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from cli.exit_codes import ExitCode
-from providers import env
+from providers.core import env
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()

@@ -1,7 +1,9 @@
 """`alloc`, `status`, `free`, `task`, `drivers`: resources through the driver list."""
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -9,10 +11,11 @@ import typer
 from cli import output
 from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.state import state
-from providers.env import ENV_DRIVER
-from providers.errors import UsageError
+from providers.core.env import ENV_DRIVER
+from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from drivers.scheduling import Wait
     from drivers.service import Drivers, Listing
     from drivers.types import LabelDefinition
     from drivers.views import AllocationView, FreeResult, Summary
@@ -36,7 +39,7 @@ def _pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, A
         if not sep or not key:
             raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
         if parse_json:
-            from providers.numbers import reject_constant
+            from providers.core.numbers import reject_constant
 
             try:
                 # NaN/Infinity stay strings, which the option's type check then refuses.
@@ -82,7 +85,10 @@ def _definition(
     multitenancy: bool | None,
     cpu_overbook: bool | None,
     ram_overbook: bool | None,
+    base: dict[str, Any] | None = None,
 ) -> "LabelDefinition":
+    """The definition from a file (or stdin) and flags; `base` (a reservation's booked
+    definition) is what they add to and override."""
     from drivers import definition as defs
 
     if path is not None:
@@ -92,6 +98,8 @@ def _definition(
             raise UsageError(f"{source}: a definition is an object with driver, resources, options")
     else:
         data, source = {}, "definition"
+    if base is not None:
+        data = _overlay(base, data)
     resources = data.setdefault("resources", {})
     if not isinstance(resources, dict):
         raise UsageError(f"{source}: resources must be an object")
@@ -112,6 +120,16 @@ def _definition(
             raise UsageError(f"{source}: options must be an object")
         merged.update(options)
     return defs.build(data, source)
+
+
+def _overlay(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` over `base`, one level into `resources` and `options` (as flags over a file)."""
+    merged = {**base, **top}
+    for key in ("resources", "options"):
+        below, above = base.get(key), top.get(key)
+        if isinstance(below, dict) and isinstance(above, dict):
+            merged[key] = {**below, **above}
+    return merged
 
 
 def alloc(
@@ -165,51 +183,199 @@ def alloc(
         bool,
         typer.Option("--dry-run", help="Print how many such definitions fit; allocate nothing."),
     ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait", help="Wait until it fits (first come, first served), then allocate."
+        ),
+    ] = False,
+    timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--timeout",
+            metavar="DURATION",
+            help="With --wait: give up after this long (e.g. 30s, 10m; exit 75).",
+        ),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="TIME",
+            help="Book the capacity for [TIME, TIME+lifetime) instead of allocating now "
+            "(RFC 3339, a date, now, +2h); prints the reservation's id.",
+        ),
+    ] = None,
+    reservation: Annotated[
+        str | None,
+        typer.Option(
+            "--reservation",
+            metavar="ID",
+            help="Claim this reservation (from its start): allocate with the capacity it "
+            "booked; flags and DEFINITION add to the booked definition.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
     """Allocate a resource from a definition and print its id.
 
     The definition names the driver, resources and options; flags add to it or override
-    it, and flags alone are a definition too. Exits 75 when there is no capacity now;
-    --dry-run prints how many such definitions fit instead.
+    it, and flags alone are a definition too. Exits 75 when there is no capacity now
+    (saying when it is expected back); --wait waits for it instead, --dry-run prints how
+    many such definitions fit. --at books capacity ahead (a reservation, RESERVED), which
+    --reservation ID later turns into the allocation; `shoal free ID` cancels it.
 
     \b
     Examples:
       shoal alloc --driver process --cpu 1 --ram 1 -o entry='sleep 3600'
-      shoal alloc job.yaml --lifetime 2h
-      shoal alloc - --dry-run < job.json
-      shoal alloc --driver test/dev --cpu 2 --ram 4 --json
+      shoal alloc job.yaml --wait --timeout 30m
+      shoal alloc job.yaml --at 2026-12-24T18:00:00Z --lifetime 2h
+      shoal alloc --reservation process-1a2b3c4d -o entry='make test'
     """
     as_json = output.select(as_json, output_format)
     from drivers import service
 
-    parsed = _definition(
-        definition,
-        driver,
-        cpu,
-        ram,
-        lifetime,
-        _pairs(option, "--option", True),
-        multitenancy,
-        cpu_overbook,
-        ram_overbook,
-    )
-    metadata = _pairs(meta, "--meta", False)
+    _check_combination(dry_run, wait, timeout, at, reservation)
+    waiting = _wait_spec(wait, timeout)
+    when = None
+    if at is not None:
+        from providers.core.timeutil import parse_when
+
+        when = parse_when(at, "--at")
     svc = _drivers(ctx)
     try:
+        base = None
+        if reservation is not None:
+            from drivers import scheduling
+
+            base = scheduling.reserved_definition(svc, reservation)
+        parsed = _definition(
+            definition,
+            driver,
+            cpu,
+            ram,
+            lifetime,
+            _pairs(option, "--option", True),
+            multitenancy,
+            cpu_overbook,
+            ram_overbook,
+            base=base,
+        )
+        metadata = _pairs(meta, "--meta", False)
         if dry_run:
-            result = service.dry_run(svc, parsed)
+            result = service.dry_run(svc, parsed, at=when)
             if as_json:
                 output.emit_json(result.to_json())
             else:
                 fits = "unlimited" if result.unlimited else str(result.fits)
                 sys.stdout.write(f"{fits}\n")
-                output.message(f"{result.driver}: {fits} such definitions fit now")
+                span = "then" if when is not None else "now"
+                output.message(f"{result.driver}: {fits} such definitions fit {span}")
             return
-        service.allocate(svc, parsed, metadata, committed=lambda got: _report(got, as_json))
+        if when is not None:
+            from drivers import scheduling
+
+            _report_booking(scheduling.book(svc, parsed, metadata, when), as_json)
+            return
+        with _progress(waiting) as shown:
+            report = _reported(as_json, shown)
+            if reservation is not None:
+                from drivers import scheduling
+
+                scheduling.claim(svc, reservation, parsed, metadata, report, shown)
+            else:
+                service.allocate(svc, parsed, metadata, committed=report, wait=shown)
     finally:
         _flush_warnings(svc)
+
+
+def _check_combination(
+    dry_run: bool, wait: bool, timeout: str | None, at: str | None, reservation: str | None
+) -> None:
+    if timeout is not None and not wait:
+        raise UsageError("--timeout limits --wait: give --wait too (without it, alloc never waits)")
+    if at is not None and reservation is not None:
+        raise UsageError("--at books a reservation and --reservation claims one: give one of them")
+    if at is not None and wait:
+        raise UsageError("--at books ahead and returns at once; --wait waits to allocate now")
+    if dry_run and (wait or reservation is not None):
+        flag = "--wait" if wait else "--reservation"
+        raise UsageError(f"--dry-run allocates nothing: drop {flag}")
+
+
+def _wait_spec(wait: bool, timeout: str | None) -> "Wait | None":
+    if not wait:
+        return None
+    from drivers.scheduling import Wait
+    from providers.core.timeutil import parse_duration
+
+    seconds = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
+    return Wait(timeout=seconds)
+
+
+@contextlib.contextmanager
+def _progress(waiting: "Wait | None") -> "Iterator[Wait | None]":
+    """On a terminal, a waiter shows on stderr what it waits for and for how long, on one
+    line redrawn in place and cleared when the wait ends; off one it says so once."""
+    if waiting is None:
+        yield None
+        return
+    from dataclasses import replace
+
+    from drivers.scheduling import WaitState
+
+    terminal = sys.stderr.isatty()
+    said: list[bool] = []
+
+    def show(state: WaitState) -> None:
+        ahead = f"{state.ahead} ahead, " if state.ahead else ""
+        left = (
+            f"; gives up in {output.duration(state.remaining)}"
+            if state.remaining is not None
+            else ""
+        )
+        line = f"waiting for {state.what}: {ahead}{output.duration(state.waited)} so far{left}"
+        if terminal:
+            sys.stderr.write(f"\r\x1b[2K{line} (Ctrl-C gives up)")
+            sys.stderr.flush()
+            said[:] = [True]
+        elif not said:
+            queued = f" ({state.ahead} ahead)" if state.ahead else ""
+            output.message(f"waiting for {state.what}{queued}")
+            said.append(True)
+
+    try:
+        yield replace(waiting, progress=show, redraw=terminal)
+    finally:
+        if terminal and said:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+def _reported(as_json: bool, waiting: "Wait | None") -> "Callable[[AllocationView], None]":
+    def report(got: "AllocationView") -> None:
+        if waiting is not None and waiting.progress is not None and sys.stderr.isatty():
+            sys.stderr.write("\r\x1b[2K")
+        _report(got, as_json)
+
+    return report
+
+
+def _report_booking(booked: "AllocationView", as_json: bool) -> None:
+    if as_json:
+        output.emit_json(booked.to_json())
+        return
+    sys.stdout.write(f"{booked.id}\n")
+    sys.stdout.flush()
+    def when(stamp: str | None) -> str:
+        return f"{stamp[:19]}Z" if stamp else "?"
+
+    output.message(
+        f"reserved {booked.id} on {booked.driver} from {when(booked.starts)} to "
+        f"{when(booked.expires)}; claim it with `shoal alloc --reservation {booked.id}` "
+        f"by {when(booked.claim_by)}"
+    )
 
 
 def _report(result: "AllocationView", as_json: bool) -> None:
@@ -441,7 +607,7 @@ def _free_each(
     from cli.exit_codes import exit_code_for
     from drivers import service
     from drivers.views import ERROR, FreeResult
-    from providers.errors import ShoalError
+    from providers.core.errors import ShoalError
 
     results: list[FreeResult] = []
     code = 0
@@ -504,7 +670,7 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
     """
     as_json = output.select(as_json, output_format)
     from drivers.registry import driver_list
-    from providers.errors import is_secret_name
+    from providers.core.errors import is_secret_name
 
     # A token or password in a driver's table is configuration, not output.
     listed = {

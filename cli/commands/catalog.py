@@ -6,7 +6,7 @@ import typer
 
 from cli import output
 from cli.state import state
-from providers.env import DEFAULT_PROVIDER, ENV_KUBE_CONTEXT, ENV_PROVIDER
+from providers.core.env import DEFAULT_PROVIDER, ENV_KUBE_CONTEXT, ENV_PROVIDER
 from providers.selector_keys import HELP as SELECT_HELP
 
 if TYPE_CHECKING:
@@ -112,8 +112,8 @@ def _query(
     """The flags as a catalog query; malformed selectors and times fail here, before any
     provider is asked anything."""
     from providers import selectors
+    from providers.core.timeutil import parse_when, utcnow
     from providers.query import Query, check_window
-    from providers.timeutil import parse_when, utcnow
 
     now = utcnow()  # one instant for both ends: `--start now --end +2h` is two hours
     start_time = parse_when(start, "--start", now) if start else None
@@ -149,7 +149,7 @@ def regions(
       shoal regions -p kubernetes
     """
     as_json = output.select(as_json, output_format)
-    from providers.wire import to_wire
+    from providers.core.wire import to_wire
 
     found = _catalog(ctx, provider, refresh, offline, context=context).list_regions()
     if as_json:
@@ -189,7 +189,7 @@ def types(
     """
     as_json = output.select(as_json, output_format)
     from providers import query
-    from providers.wire import to_wire
+    from providers.core.wire import to_wire
 
     wanted = _query(region, select, sort=sort, limit=limit)
     catalog = _catalog(ctx, provider, refresh, offline, max_age, context)
@@ -259,7 +259,7 @@ def resources(
     """
     as_json = output.select(as_json, output_format)
     from providers import query
-    from providers.wire import to_wire
+    from providers.core.wire import to_wire
 
     wanted = _query(region, select, start, end)
     answer = query.resources(_catalog(ctx, provider, context=context), wanted)

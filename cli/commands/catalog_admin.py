@@ -46,10 +46,10 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOp
       shoal catalog status --json
     """
     as_json = output.select(as_json, output_format)
-    from providers.cloud import config
+    from providers import config
     from providers.cloud.catalog import human_age
-    from providers.timeutil import utcnow
-    from providers.wire import format_time
+    from providers.core.timeutil import utcnow
+    from providers.core.wire import format_time
 
     settings = state(ctx).settings()
     cache = _cache(ctx)
@@ -119,7 +119,7 @@ def export_(
       shoal catalog export -p aws | ssh runner shoal catalog import -
     """
     from providers.cloud import share
-    from providers.errors import UsageError
+    from providers.core.errors import UsageError
 
     if as_json and output_file is None:
         raise UsageError("--json reports a written file: add --output FILE (stdout is the export)")

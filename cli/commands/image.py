@@ -9,7 +9,7 @@ import typer
 from cli import output
 from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.state import state
-from providers.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
+from providers.core.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 
 app = typer.Typer(
     help="""Pull, list and remove images (unpacked archives).

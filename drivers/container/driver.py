@@ -19,6 +19,7 @@ import json
 import random
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -36,10 +37,10 @@ from drivers.types import (
     Resource,
     Resources,
 )
-from providers import schema
-from providers.errors import NotFoundError, ShoalError, UsageError
-from providers.settings import Settings
-from providers.strict import Count, Strict
+from providers.core import schema
+from providers.core.errors import NotFoundError, ShoalError, UsageError
+from providers.core.settings import Settings
+from providers.core.strict import Count, Strict
 
 if TYPE_CHECKING:
     from drivers.container.engine import Engine
@@ -171,6 +172,7 @@ class ContainerDriver:
         self.cfg = ContainerConfig()
         self._engine: Engine | None = None
         self._totals: tuple[int, int] | None = None
+        self._stopped: set[str] = set()  # containers `finish` stopped
 
     def name(self) -> str:
         return self._name
@@ -305,6 +307,9 @@ class ContainerDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
+        from drivers.definition import expires_at
+
+        deadline = expires_at(definition)
         opts = self._options(definition)
         engine = self.engine()
         image = self._image(opts.image)
@@ -345,11 +350,30 @@ class ContainerDriver:
         for attached in (network.get("Networks") or {}).values():
             ip = ip or attached.get("IPAddress") or ""
             mac = attached.get("MacAddress") or mac
+        meta: dict[str, Any] = {"container": cid, "name": name, "image": image}
+        if deadline is not None:
+            # Neither Docker's API nor Podman's Docker-compatible one ends a container at a
+            # time of its own: a supervisor stops it then, with no shoal running.
+            from drivers.container.engine import API
+            from drivers.supervise import start_detached
+
+            supervisor = start_detached(
+                {
+                    "mode": "container",
+                    "address": engine.address,
+                    "api": API,
+                    "container": cid,
+                    "deadline": deadline.timestamp(),
+                    "grace": self.cfg.grace_seconds,
+                }
+            )
+            meta["deadline"] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            meta["supervisor"] = {"pid": supervisor[0], "start": supervisor[1]}
         return Resource(
             identifier=allocation_id,
             hw_addr=mac if opts.network != "none" else "",
             ip_addr=ip,
-            metadata={"container": cid, "name": name, "image": image},
+            metadata=meta,
         )
 
     def _cid(self, res: Resource) -> str:
@@ -380,8 +404,64 @@ class ContainerDriver:
         if not state.get("Running"):
             out["exit_code"] = state.get("ExitCode")
             out["finished"] = state.get("FinishedAt")
+            due = _when(res.metadata.get("deadline"))
+            ended = _when(state.get("FinishedAt"))
+            if due is not None and ended is not None and ended >= due - DUE_SLACK:
+                out["reason"] = "expired"  # stopped at its deadline
             out["log_tail"] = engine.logs(cid, 10).strip()
         return out
+
+    def finish(self, res: Resource) -> dict[str, Any]:
+        """Stop the container (the engine's SIGTERM, grace, SIGKILL) but keep it; its state,
+        exit code and last log lines."""
+        cid = self._cid(res)
+        try:
+            self.engine().stop(cid, self.cfg.grace_seconds)
+        except NotFoundError:
+            return {"state": "gone", "message": "the container no longer exists"}
+        except ShoalError:
+            pass  # not running (304), or a state in which it cannot be stopped
+        self._stopped.add(cid)
+        return self.describe(res)
+
+    def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
+        """The container's stdout and stderr as the engine keeps them (`/containers/ID/logs`),
+        streamed; with `follow` until the container stops."""
+        from urllib.parse import urlencode
+
+        from drivers.container.engine import API
+        from drivers.supervise import engine_open, read_stream
+        from providers.core.errors import ProviderUnreachableError
+
+        engine = self.engine()
+        cid = self._cid(res)
+        engine.inspect(cid)  # a missing container or engine, as the engine client says it
+        query = {"stdout": "1", "stderr": "1", "tail": "all" if tail is None else str(tail)}
+        if follow:
+            query["follow"] = "1"
+        target = f"{API}/containers/{cid}/logs?{urlencode(query)}"
+        try:
+            conn, response = engine_open(engine.address, "GET", target, None if follow else 60)
+        except OSError as exc:
+            raise ProviderUnreachableError(
+                f"container engine {engine.address}: logs of {cid[:12]}: {exc}"
+            ) from None
+        try:
+            if response.status != 200:
+                said = response.read(300).decode("utf-8", "replace").strip()
+                raise ShoalError(
+                    f"container engine: logs of {cid[:12]}: HTTP {response.status}: {said}"
+                )
+            frames = Demux()
+            for chunk in read_stream(response):
+                data = frames.feed(chunk)
+                if data:
+                    yield data
+            rest = frames.end()
+            if rest:
+                yield rest
+        finally:
+            conn.close()
 
     def remote_allocations(self) -> list[dict[str, Any]]:
         """shoal's containers on the engine, made by any machine that uses it."""
@@ -417,7 +497,8 @@ class ContainerDriver:
         engine = self.engine()
         cid = self._cid(res)
         try:
-            engine.stop(cid, self.cfg.grace_seconds)
+            if cid not in self._stopped:  # `finish` stopped it a moment ago
+                engine.stop(cid, self.cfg.grace_seconds)
         except NotFoundError:
             return  # already gone: nothing to free
         except ShoalError:
@@ -464,11 +545,66 @@ class ContainerTask:
         return json.dumps({"path": str(target), "bytes": size}).encode()
 
 
+DUE_SLACK = 1.0  # seconds: a container that stopped this close to its deadline expired
+
+
+def _when(text: Any) -> float | None:
+    """Unix seconds of an RFC 3339 time (the engine's nanoseconds cut to microseconds)."""
+    if not isinstance(text, str) or not text or text.startswith("0001-"):
+        return None
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = "".join(c for c in rest if c.isdigit())
+        zone = rest[len(digits) :]
+        text = f"{head}.{digits[:6]}{zone}"
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class Demux:
+    """The engine's log stream of a container without a TTY, as it arrives: frames of an
+    8-byte header (stream 0/1/2, three zeros, a big-endian size) then the payload, whose
+    bytes are kept; a stream that does not start with such a header passes as it is."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._framed: bool | None = None
+        self._left = 0  # payload bytes still to come in the current frame
+
+    def feed(self, data: bytes) -> bytes:
+        if self._framed is False:
+            return data
+        buffer, out = self._pending + data, bytearray()
+        while buffer:
+            if self._left:
+                take = buffer[: self._left]
+                out += take
+                buffer, self._left = buffer[len(take) :], self._left - len(take)
+                continue
+            if len(buffer) < 8:
+                break
+            if self._framed is None:
+                self._framed = buffer[0] in (0, 1, 2) and buffer[1:4] == b"\0\0\0"
+                if not self._framed:
+                    out += buffer
+                    buffer = b""
+                    break
+            self._left = int.from_bytes(buffer[4:8], "big")
+            buffer = buffer[8:]
+        self._pending = buffer
+        return bytes(out)
+
+    def end(self) -> bytes:
+        """What is left: a short unframed stream (fewer than 8 bytes in all)."""
+        rest, self._pending = self._pending, b""
+        return rest if self._framed is None else b""
+
+
 def _rfc3339(created: Any) -> str:
     """The engine's `Created` (Unix seconds in a listing) as RFC 3339, like every listing."""
-    from datetime import UTC, datetime
-
-    from providers.wire import format_time
+    from providers.core.wire import format_time
 
     if isinstance(created, (int, float)) and not isinstance(created, bool):
         try:

@@ -5,7 +5,7 @@ Where the engine is: the driver's `socket` setting, else DOCKER_HOST (`unix:///p
 and /run/podman/podman.sock that exists. Errors are typed: no engine answering is 69 (with
 the socket named), a socket we may not open is 77, a missing image or container 1. A
 malformed tcp:// address is a usage error at once (2), not an httpx crash at the first
-request. Requests go through the shared client (providers.http), once each (an upload
+request. Requests go through the shared client (providers.core.http), once each (an upload
 cannot be sent twice), with this API's ERRORS. The engine API carries no credential here
 (no registry auth: images come from `shoal image pull` or are already the engine's).
 https://docs.docker.com/reference/api/engine/version/v1.41/
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from providers.env import ENV_DOCKER_HOST
-from providers.errors import (
+from providers.core.env import ENV_DOCKER_HOST
+from providers.core.errors import (
     CredentialsError,
     NotFoundError,
     ProviderUnreachableError,
@@ -29,13 +29,13 @@ from providers.errors import (
     ShoalError,
     UsageError,
 )
-from providers.http.policy import ErrorMap, Kind, RetryPolicy, Rule
-from providers.urls import UrlError, display, has_userinfo, parse
+from providers.core.http.policy import ErrorMap, Kind, RetryPolicy, Rule
+from providers.core.urls import UrlError, display, has_userinfo, parse
 
 if TYPE_CHECKING:
     import httpx
 
-    from providers.http.client import HttpClient
+    from providers.core.http.client import HttpClient
 
 API = "/v1.41"
 _CANDIDATES = (
@@ -129,8 +129,8 @@ class Engine:
 
     def _client(self) -> HttpClient:
         if self._http is None:
-            from providers.http import httpx
-            from providers.http.client import HttpClient
+            from providers.core.http import httpx
+            from providers.core.http.client import HttpClient
 
             # Plain HTTP only (a unix socket, or tcp without TLS): no CA bundle to load.
             where = self.address.removeprefix("unix://")

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 
 ALGORITHMS = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}
 WEAK = {"md5", "sha1"}

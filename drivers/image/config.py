@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from providers.strict import Positive, PositiveInt, Strict
+from providers.core.strict import Positive, PositiveInt, Strict
 
 
 class ImageSection(Strict):

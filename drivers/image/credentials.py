@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from drivers.image.naming import check_url
-from providers.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
-from providers.errors import ConfigError, UsageError
-from providers.urls import parse
+from providers.core.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
+from providers.core.errors import ConfigError, UsageError
+from providers.core.urls import parse
 
 
 def resolve(

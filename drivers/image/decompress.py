@@ -11,7 +11,7 @@ import lzma
 import zlib
 from typing import Any, Protocol
 
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 INPUT_CHUNK = 256 * 1024
 XZ_MEMLIMIT = 256 * 1024 * 1024  # xz -9 needs 65 MiB

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from providers.errors import UsageError
-from providers.urls import UrlError, display, has_userinfo, parse
+from providers.core.errors import UsageError
+from providers.core.urls import UrlError, display, has_userinfo, parse
 
 # Longest first, so `.tar.gz` wins over `.gz`.
 ARCHIVE_EXTENSIONS = (

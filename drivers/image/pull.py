@@ -30,8 +30,8 @@ from drivers.image.extractor import Caps
 from drivers.image.naming import check_component, check_url, split_name_version
 from drivers.image.source import HttpSource, Policy, RestartRequired, Resume
 from drivers.image.tarstream import UnsafeArchiveError
-from providers.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
-from providers.urls import display
+from providers.core.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
+from providers.core.urls import display
 
 GIB = 2**30
 META_SUFFIX = ".json"

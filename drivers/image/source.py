@@ -6,7 +6,7 @@ connection drops or stalls mid-body, it asks again with `Range: bytes=N-` guarde
 decompressor. A server that answers the resumed request with the whole body instead (it
 cannot resume, or the file changed) raises `RestartRequired`: the caller starts over cleanly.
 
-Requests go through the shared client (providers.http), with its retries, its redirect
+Requests go through the shared client (providers.core.http), with its retries, its redirect
 checks (credentials only to the origin: scheme, host, port) and its scrub of whatever the
 server sent; ERRORS says what an image server's answers mean. Messages name URLs without
 user info or query string (signed URLs carry secrets there).
@@ -19,16 +19,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from drivers.image import checksum
-from providers.errors import CredentialsError, NotFoundError, ProviderUnreachableError, ShoalError
-from providers.http.client import (
+from providers.core.errors import (
+    CredentialsError,
+    NotFoundError,
+    ProviderUnreachableError,
+    ShoalError,
+)
+from providers.core.http.client import (
     HttpClient,
     content_length,
     resume_headers,
     resumed_at,
     strong_validator,
 )
-from providers.http.policy import RETRY_STATUSES, ErrorMap, Kind, RetryPolicy, Rule
-from providers.urls import display
+from providers.core.http.policy import RETRY_STATUSES, ErrorMap, Kind, RetryPolicy, Rule
+from providers.core.urls import display
 
 if TYPE_CHECKING:
     import hashlib
@@ -168,7 +173,7 @@ class HttpSource:
     # -- reading -------------------------------------------------------------------------
 
     def _next_chunk(self) -> bytes:
-        from providers.http import httpx
+        from providers.core.http import httpx
 
         drops = 0
         while True:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.image.naming import check_component
 from drivers.image.pull import META_SUFFIX, locked
-from providers.errors import NotFoundError
+from providers.core.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from providers.settings import Settings
+    from providers.core.settings import Settings
 
 
 def image_settings(settings: Settings) -> dict[str, Any]:
@@ -23,7 +23,7 @@ def image_settings(settings: Settings) -> dict[str, Any]:
     if "image" not in settings.config:  # nothing to check: pydantic stays unimported
         return {}
     from drivers.image.config import ImageSection
-    from providers.settings import config_model
+    from providers.core.settings import config_model
 
     return config_model(settings, ImageSection, "image").model_dump(exclude_none=True)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from drivers.image.decompress import Reader
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 BLOCK = 512
 _ZERO_BLOCK = bytes(BLOCK)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -24,9 +25,9 @@ from drivers.fields import ENTRY, ENV, Command, Env
 from drivers.kubernetes import manifest as M
 from drivers.options import check_meta_names, load_config, parse_options
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
-from providers.errors import UsageError, shown
-from providers.settings import Settings
-from providers.strict import Count, Strict
+from providers.core.errors import UsageError, shown
+from providers.core.settings import Settings
+from providers.core.strict import Count, Strict
 
 if TYPE_CHECKING:
     from providers.kubernetes.catalog import KubernetesCatalog
@@ -39,7 +40,7 @@ _LABEL_KEY = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-
+LOG_FOLLOW_TIMEOUT_SECONDS = 7 * 24 * 3600.0
 
 
 def _label_key(name: str) -> str:
@@ -189,7 +190,7 @@ class KubernetesDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
-        from providers.timeutil import parse_duration
+        from providers.core.timeutil import parse_duration
 
         opts = self._options(definition)
         client = self.client()
@@ -237,7 +238,7 @@ class KubernetesDriver:
         return client, kind, namespace, name
 
     def _get(self, res: Resource) -> tuple[str, dict[str, Any] | None, KubeClient, str]:
-        from providers.errors import NotFoundError
+        from providers.core.errors import NotFoundError
 
         client, kind, namespace, name = self._where(res)
         try:
@@ -311,6 +312,40 @@ class KubernetesDriver:
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
         return None
 
+    def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
+        """The pod's log (a Job's newest pod), streamed as the API serves it (`pods/NAME/log`,
+        `tailLines`, `follow`): with `follow` until its container ends."""
+        from providers.core.errors import NotFoundError
+
+        client, kind, namespace, name = self._where(res)
+        pod = name
+        if kind == "job":
+            selector = {"labelSelector": f"job-name={name}"}
+            pods = list(client.list(M.path("pod", namespace), selector))
+            if not pods:
+                raise NotFoundError(f"{res.identifier}: job {namespace}/{name} has no pod yet")
+            newest = max(pods, key=lambda p: str(_meta(p).get("creationTimestamp")))
+            pod = str(_meta(newest).get("name") or name)
+        params = {"container": M.CONTAINER}
+        if tail is not None:
+            params["tailLines"] = str(tail)
+        if follow:
+            params["follow"] = "true"
+        target = f"{M.path('pod', namespace, pod)}/log"
+        wait = None
+        if follow:
+            # Reached and there, under the usual timeouts; then the log is as quiet as the
+            # workload is, so its read has none to speak of.
+            client.get(M.path("pod", namespace, pod))
+            wait = LOG_FOLLOW_TIMEOUT_SECONDS
+        response = client.http.open(
+            "GET", target, params=params, headers={"Accept": "*/*"}, timeout=wait
+        )
+        try:
+            yield from response.iter_bytes()
+        finally:
+            response.close()
+
     def deallocate(self, res: Resource) -> None:
         client, kind, namespace, name = self._where(res)
         kinds = [kind]
@@ -320,3 +355,8 @@ class KubernetesDriver:
             kinds = ["pod", "job"]
         for each in kinds:
             client.delete(M.path(each, namespace, name), grace_seconds=self.cfg.grace_seconds)
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}

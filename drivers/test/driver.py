@@ -29,12 +29,12 @@ from drivers.types import (
     Resource,
     Resources,
 )
-from providers import schema
-from providers.errors import ShoalError, UsageError
-from providers.settings import Settings
-from providers.strict import Count, NonNegative, Strict
-from providers.timeutil import utcnow
-from providers.wire import format_time
+from providers.core import schema
+from providers.core.errors import ShoalError, UsageError
+from providers.core.settings import Settings
+from providers.core.strict import Count, NonNegative, Strict
+from providers.core.timeutil import utcnow
+from providers.core.wire import format_time
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 

@@ -21,21 +21,21 @@ from providers.aws.offerfile import OfferFileError, scan_offer_file
 from providers.aws.parse import NEEDLES, keep_product, offers_from_scan
 from providers.aws.sigv4 import Credentials
 from providers.aws.spot import fetch_spot_prices
-from providers.cloud.config import base_url
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.cloud.offers import Progress, Snapshot
-from providers.env import (
+from providers.config import base_url
+from providers.core.env import (
     ENV_AWS_ACCESS_KEY_ID,
     ENV_AWS_EC2_URL,
     ENV_AWS_PRICING_URL,
     ENV_AWS_SECRET_ACCESS_KEY,
     ENV_AWS_SESSION_TOKEN,
 )
-from providers.errors import CredentialsError, ShoalError
+from providers.core.errors import CredentialsError, ShoalError
+from providers.core.settings import Settings
+from providers.core.urls import display
 from providers.models import RegionSpec
 from providers.regions import check_region
-from providers.settings import Settings
-from providers.urls import display
 
 PROVIDER = "aws"
 DEFAULT_PRICING_URL = "https://pricing.us-east-1.amazonaws.com"

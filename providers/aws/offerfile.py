@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 _WS = re.compile(rb"[ \t\n\r]*")
 _KEY = re.compile(rb'[ \t\n\r]*"([^"\\]*)"[ \t\n\r]*:')

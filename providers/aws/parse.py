@@ -15,7 +15,7 @@ from typing import Any
 from providers import gpus
 from providers.aws.offerfile import OfferScan, Product
 from providers.cloud.offers import Offer
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 # Bytes every kept product's slice contains verbatim; only lets the scan skip decoding.
 # Not "Used": keep_product takes a product without capacitystatus as used.

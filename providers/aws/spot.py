@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from providers.aws.sigv4 import Credentials, canonical_query, sign_get
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 if TYPE_CHECKING:
     from providers.cloud.http import CloudHttp

@@ -16,20 +16,20 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from providers import gpus
 from providers.azure import parse, sizes
 from providers.azure.regions import PUBLIC_REGIONS
-from providers.cloud.config import base_url, setting
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.cloud.offers import Offer, Progress, Snapshot, no_progress
-from providers.env import (
+from providers.config import base_url, setting
+from providers.core.env import (
     ENV_AZURE_MANAGEMENT_URL,
     ENV_AZURE_PRICES_URL,
     ENV_AZURE_SUBSCRIPTION_ID,
     ENV_AZURE_TOKEN,
 )
-from providers.errors import CredentialsError, ShoalError
+from providers.core.errors import CredentialsError, ShoalError
+from providers.core.settings import Settings
+from providers.core.timeutil import utcnow
+from providers.core.urls import display, origin
 from providers.models import RegionSpec
-from providers.settings import Settings
-from providers.timeutil import utcnow
-from providers.urls import display, origin
 
 PROVIDER = "azure"
 DEFAULT_PRICES_URL = "https://prices.azure.com"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from providers.cloud.offers import Offer
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from providers.models import RegionSpec
 
 ON_DEMAND = "on_demand"

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from providers import gpus
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 DATA_FILE = "sizes.json"
 

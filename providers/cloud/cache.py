@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from providers.cloud.offers import Offer, Snapshot
-from providers.errors import RetryableError, ShoalError
+from providers.core.errors import RetryableError, ShoalError
 from providers.models import RegionSpec
 
 SCHEMA_VERSION = 2

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
-from providers.cloud import config
+from providers import config
 from providers.cloud.cache import CatalogCache, SnapshotInfo
 from providers.cloud.offers import Fetcher, Offer
-from providers.errors import ShoalError, UsageError
+from providers.core.errors import ShoalError, UsageError
+from providers.core.timeutil import utcnow
 from providers.models import (
     InstanceTypeSpec,
     RegionSpec,
@@ -32,11 +33,10 @@ from providers.models import (
     selector_record,
 )
 from providers.regions import check_region
-from providers.timeutil import utcnow
 
 if TYPE_CHECKING:
+    from providers.core.settings import Settings
     from providers.selectors import UnjudgedCount
-    from providers.settings import Settings
 
 CACHE_FILE = "catalog.sqlite"
 T = TypeVar("T")
@@ -244,7 +244,7 @@ class CloudCatalog:
         """Observed prices in [start, end] from the history, and a forecast for the part of
         the window after the latest observation (see providers/cloud/forecast.py)."""
         from providers.cloud import forecast
-        from providers.wire import format_time
+        from providers.core.wire import format_time
 
         start = opts.start_time
         if start is None:
@@ -368,3 +368,21 @@ def _pricing(
         notes=list(info.notes),
         kind=kind,
     )
+
+
+def factory(provider: str, fetcher: str, default_region: str) -> Callable[[Settings], CloudCatalog]:
+    """The registry factory of a cloud whose fetcher class `fetcher` names ("module:Class",
+    with a `from_settings`). The fetcher (and any credential check) is imported and built
+    only when data must be fetched, so cached and --offline answers need no credentials;
+    and this wing never imports the clouds that use it."""
+
+    def make(settings: Settings) -> CloudCatalog:
+        def build() -> Fetcher:
+            from providers.core.plugins import import_string
+
+            made: Fetcher = import_string(fetcher).from_settings(settings)
+            return made
+
+        return CloudCatalog(provider, settings, build, default_region)
+
+    return make

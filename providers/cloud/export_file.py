@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainValidator
 
-from providers.errors import UsageError
-from providers.strict import Strict
-from providers.timeutil import parse_time, utcnow
+from providers.core.errors import UsageError
+from providers.core.strict import Strict
+from providers.core.timeutil import parse_time, utcnow
 
 _PROVIDER = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 _ITEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")

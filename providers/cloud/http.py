@@ -1,4 +1,4 @@
-"""HTTP for the cloud fetchers: the shared client (providers.http) with the cloud APIs' errors.
+"""HTTP for the cloud fetchers: the shared client (providers.core.http) with the cloud APIs' errors.
 
 A host that cannot be reached or keeps answering 5xx is ProviderUnreachableError (69),
 throttling that outlasts the retries RetryableError (75), 401/403 CredentialsError (77, with
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from providers.errors import (
+from providers.core.errors import (
     ConfigError,
     CredentialsError,
     NotFoundError,
@@ -23,8 +23,8 @@ from providers.errors import (
     RetryableError,
     ShoalError,
 )
-from providers.http.client import HttpClient
-from providers.http.policy import RETRY_STATUSES, ErrorMap, Failure, Kind, RetryPolicy, Rule
+from providers.core.http.client import HttpClient
+from providers.core.http.policy import RETRY_STATUSES, ErrorMap, Failure, Kind, RetryPolicy, Rule
 
 if TYPE_CHECKING:
     import httpx

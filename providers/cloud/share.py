@@ -28,10 +28,10 @@ from typing import IO, Any
 
 from providers.cloud.cache import CatalogCache, HistoryRow
 from providers.cloud.offers import Offer, Snapshot
-from providers.errors import ShoalError, UsageError
+from providers.core.errors import ShoalError, UsageError
+from providers.core.timeutil import utcnow
+from providers.core.wire import format_time
 from providers.models import RegionSpec
-from providers.timeutil import utcnow
-from providers.wire import format_time
 
 FORMAT = "shoal-catalog"
 CLOUD_PROVIDERS = ("aws", "azure", "gcp")  # the built-in catalogs that keep this cache
@@ -175,8 +175,8 @@ def parse(
     document: dict[str, Any], path: Path
 ) -> tuple[str, list[RegionSpec], list[Snapshot], list[HistoryRow]]:
     """The whole file checked (providers/cloud/export_file.py) before anything is written."""
-    from providers import schema
     from providers.cloud.export_file import ExportFile
+    from providers.core import schema
 
     place = schema.Place(ShoalError, str(path), fix="nothing was imported")
     checked = schema.validate(ExportFile, document, place)

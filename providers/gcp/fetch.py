@@ -12,24 +12,24 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from providers.cloud.config import base_url, setting
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.cloud.offers import Progress, Snapshot, no_progress
-from providers.env import (
+from providers.config import base_url, setting
+from providers.core.env import (
     ENV_GCP_API_KEY,
     ENV_GCP_BILLING_URL,
     ENV_GCP_COMPUTE_URL,
     ENV_GCP_PROJECT,
     ENV_GCP_TOKEN,
 )
-from providers.errors import CredentialsError, ShoalError
+from providers.core.errors import CredentialsError, ShoalError
+from providers.core.settings import Settings
+from providers.core.timeutil import utcnow
+from providers.core.urls import display
 from providers.gcp.parse import COMPUTE_SERVICE_ID, RateBook, price_offers, unshaped_notes
 from providers.gcp.shapes import Shape, builtin_table, machine_types_page
 from providers.models import RegionSpec
 from providers.regions import check_region
-from providers.settings import Settings
-from providers.timeutil import utcnow
-from providers.urls import display
 
 PROVIDER = "gcp"
 DEFAULT_BILLING_URL = "https://cloudbilling.googleapis.com"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from providers.cloud.offers import Offer
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from providers.gcp.shapes import GPU_MODELS, Shape
 
 COMPUTE_SERVICE_ID = "6F81-5844-456A"  # Compute Engine in the billing catalog

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 # Accelerator type (as the Compute API names it) -> (model, memory GiB per GPU). Models are
 # providers.gpus' canonical names, so `--select gpu=H100` means the same on every provider.

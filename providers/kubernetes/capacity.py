@@ -91,7 +91,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from providers.errors import ShoalError, UsageError
+from providers.core.errors import ShoalError, UsageError
+from providers.core.timeutil import utcnow
+from providers.core.wire import format_time
 from providers.kubernetes.quantity import MILLI_CACHE, fmt_ratio, milli
 from providers.models import (
     RegionResourceItem,
@@ -101,8 +103,6 @@ from providers.models import (
     ResourceStat,
     ResourceStatItem,
 )
-from providers.timeutil import utcnow
-from providers.wire import format_time
 
 PROVIDER = "kubernetes"
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
@@ -540,7 +540,7 @@ def overcommit_message(found: list[Overcommit], shown: int = 10) -> str:
 def _time(value: Any, where: str) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
-    from providers.timeutil import parse_time
+    from providers.core.timeutil import parse_time
 
     try:
         return parse_time(value, where)

@@ -27,7 +27,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers import gpus as gpu_names
-from providers.errors import UsageError
+from providers.core.errors import UsageError
+from providers.core.settings import Settings, config_model
+from providers.core.timeutil import utcnow
 from providers.kubernetes.capacity import (
     INSTANCE_TYPE_LABELS,
     UNKNOWN,
@@ -46,8 +48,6 @@ from providers.models import (
     ResourceListOptions,
     ResourcePricing,
 )
-from providers.settings import Settings, config_model
-from providers.timeutil import utcnow
 
 if TYPE_CHECKING:
     from providers.kubernetes.client import KubeClient
@@ -109,8 +109,8 @@ class KubernetesCatalog:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KubernetesCatalog:
-        from providers.cloud.config import setting
-        from providers.env import ENV_KUBE_CONTEXT
+        from providers.config import setting
+        from providers.core.env import ENV_KUBE_CONTEXT
 
         context = setting(settings, PROVIDER, "context", ENV_KUBE_CONTEXT) or None
         return cls(settings, context, rules_from_config(settings))

@@ -5,7 +5,7 @@ certificates are loaded from their files (or from `*-data` through 0600 temporar
 are removed once loaded), `tls-server-name` is sent as SNI and checked against the server's
 certificate (httpcore's `sni_hostname` request extension).
 
-Requests go through the shared client (providers.http): its retries (creates only when the
+Requests go through the shared client (providers.core.http): its retries (creates only when the
 request cannot have been processed: a refused connection, 429), its scrub of every string
 the server sent (reason phrase, Status reason and message, Location), and ERRORS, this
 API's own, from its Status objects (`kind: Status`, `reason`, `message`, `code`). A 401
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from providers.errors import (
+from providers.core.errors import (
     ConfigError,
     CredentialsError,
     NotFoundError,
@@ -46,12 +46,12 @@ from providers.errors import (
     ShoalError,
     UsageError,
 )
-from providers.http.client import HttpClient, Request
-from providers.http.policy import ErrorMap, Kind, RetryPolicy, Rule
+from providers.core.http.client import HttpClient, Request
+from providers.core.http.policy import ErrorMap, Kind, RetryPolicy, Rule
+from providers.core.urls import display
 from providers.kubernetes.connection import Connection
 from providers.kubernetes.credentials import read_token_file
 from providers.kubernetes.exec_plugin import ExecCredential, exec_credential
-from providers.urls import display
 
 if TYPE_CHECKING:
     import httpx

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from providers.errors import ConfigError, CredentialsError
+from providers.core.errors import ConfigError, CredentialsError
 from providers.kubernetes.connection import ExecSpec
 from providers.kubernetes.kubeconfig_fields import (
     Entry,

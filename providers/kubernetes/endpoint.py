@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.errors import ConfigError
+from providers.core.errors import ConfigError
+from providers.core.urls import UrlError, display, parse
 from providers.kubernetes.kubeconfig_fields import (
     Entry,
     read_bool,
@@ -14,7 +15,6 @@ from providers.kubernetes.kubeconfig_fields import (
     read_path,
     read_string,
 )
-from providers.urls import UrlError, display, parse
 
 
 def cluster_fields(cluster: Entry, name: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.errors import CredentialsError, UsageError, scrub
+from providers.core.errors import CredentialsError, UsageError, scrub
 from providers.kubernetes.connection import Connection, ExecSpec
 
 ENV_EXEC_INFO = "KUBERNETES_EXEC_INFO"
@@ -165,7 +165,7 @@ def _parse_credential(stdout: bytes, spec: ExecSpec, name: str) -> ExecCredentia
     expires_at: float | None = None
     stamp = status.get("expirationTimestamp")
     if stamp:
-        from providers.timeutil import parse_time
+        from providers.core.timeutil import parse_time
 
         try:
             expires_at = parse_time(str(stamp), "expirationTimestamp").timestamp()

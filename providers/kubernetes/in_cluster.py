@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from providers.env import ENV_KUBECONFIG
-from providers.errors import ConfigError, CredentialsError
+from providers.core.env import ENV_KUBECONFIG
+from providers.core.errors import ConfigError, CredentialsError
+from providers.core.urls import UrlError, display, parse
 from providers.kubernetes.connection import Connection
 from providers.kubernetes.credentials import read_token_file
-from providers.urls import UrlError, display, parse
 
 ENV_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
 ENV_SERVICE_PORT = "KUBERNETES_SERVICE_PORT"

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.env import ENV_KUBECONFIG
-from providers.errors import ConfigError
+from providers.core.env import ENV_KUBECONFIG
+from providers.core.errors import ConfigError
 from providers.kubernetes.connection import Connection
 from providers.kubernetes.credentials import read_token_file, user_fields
 from providers.kubernetes.endpoint import cluster_fields
@@ -139,7 +139,7 @@ def _load_file(path: Path) -> _File:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"{path}: cannot read the kubeconfig ({reason})") from None
-    from providers import yamlsafe
+    from providers.core import yamlsafe
 
     try:
         # A kubeconfig may use a few anchors; a bomb of them is refused before it expands.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.errors import ConfigError
+from providers.core.errors import ConfigError
 
 
 @dataclass

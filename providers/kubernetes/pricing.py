@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from providers.cloud.offers import Offer
+from providers.core.settings import Settings
 from providers.models import (
     PoolCost,
     RegionResourceItem,
@@ -25,7 +26,6 @@ from providers.models import (
     ResourcePricing,
     ResourcePricingItem,
 )
-from providers.settings import Settings
 
 if TYPE_CHECKING:
     from providers.cloud.cache import CatalogCache

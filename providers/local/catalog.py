@@ -1,8 +1,12 @@
 """The `local` catalog: this host's supply, what local drivers hold of it, and config prices.
 
 supply      = host totals - the configured reserve ([local] reserve_cpu, reserve_ram_gib)
-allocated   = the live allocations of local drivers (from the ledger, wired in by the CLI)
+allocated   = the live allocations of local drivers (from the ledger, wired in by the CLI),
+              and the reservations (`alloc --at`) whose window holds the instant shown
 allocatable = supply - allocated, never below zero (overbooking can push allocated past supply)
+scheduled   = the reservations ahead: at each start and end of a reservation's window (RFC
+              3339 keys), what reservations book then (`allocated`), the supply, and what
+              is left after allocations and reservations (`allocatable`)
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from providers.errors import UsageError
+from providers.core.errors import UsageError
+from providers.core.settings import Settings, config_model
+from providers.core.timeutil import utcnow
+from providers.core.wire import format_time
 from providers.local.host import HostShape, detect
 from providers.models import (
     InstanceTypeSpec,
@@ -25,15 +32,16 @@ from providers.models import (
     ResourcePricingItem,
     ResourceStat,
     ResourceStatItem,
+    ScheduledResourceStatItem,
     selector_record,
 )
 from providers.regions import check_region
-from providers.settings import Settings, config_model
-from providers.timeutil import utcnow
-from providers.wire import format_time
 
 if TYPE_CHECKING:
-    from providers.usage import AllocationSource, AllocationUsage
+    from providers.core.usage import AllocationSource, AllocationUsage
+
+# (key, the reservations holding then, everything holding then) per point of a schedule
+Schedule = list[tuple[str, list["AllocationUsage"], list["AllocationUsage"]]]
 
 PROVIDER = "local"
 REGION = "local"
@@ -162,20 +170,31 @@ class LocalCatalog:
                 out[rtype][name] = quantity(max(0.0, float(qty) - used))
         return out
 
-    def _resource_at(self, usages: list[AllocationUsage]) -> Resource:
+    def _resource_at(
+        self, usages: list[AllocationUsage], schedule: Schedule | None = None
+    ) -> Resource:
+        """The view of what `usages` hold, with the reservations ahead as `scheduled`."""
         supply = self.supply()
         allocated = self._allocated(usages)
         allocatable = self._allocatable(supply, allocated)
         by_driver: dict[str, list[AllocationUsage]] = defaultdict(list)
         for usage in usages:
             by_driver[usage.driver].append(usage)
+        booked = sorted({r.driver for _, reserved, _ in schedule or [] for r in reserved})
         drivers = [
             RegionResourceItem(
                 key="driver",
                 value=name,
-                stat=ResourceStat(on_demand=ResourceStatItem(allocated=self._allocated(items))),
+                stat=ResourceStat(
+                    on_demand=(
+                        ResourceStatItem(allocated=self._allocated(by_driver[name]))
+                        if name in by_driver
+                        else None
+                    ),
+                    scheduled=self._driver_schedule(name, schedule),
+                ),
             )
-            for name, items in sorted(by_driver.items())
+            for name in sorted({*by_driver, *booked})
         ]
         node = RegionResourceItem(
             key="node",
@@ -183,7 +202,8 @@ class LocalCatalog:
             stat=ResourceStat(
                 on_demand=ResourceStatItem(
                     allocated=allocated, supply=supply, allocatable=allocatable
-                )
+                ),
+                scheduled=self._node_schedule(supply, schedule),
             ),
         )
         return Resource(
@@ -193,8 +213,69 @@ class LocalCatalog:
             provider=PROVIDER,
         )
 
+    def _node_schedule(
+        self, supply: ResourceItem, schedule: Schedule | None
+    ) -> ScheduledResourceStatItem | None:
+        if not schedule:
+            return None
+        out = ScheduledResourceStatItem()
+        for key, reserved, held in schedule:
+            out.allocated[key] = self._allocated(reserved)
+            out.supply[key] = supply
+            out.allocatable[key] = self._allocatable(supply, self._allocated(held))
+        return out
+
+    def _driver_schedule(
+        self, driver: str, schedule: Schedule | None
+    ) -> ScheduledResourceStatItem | None:
+        mine = [
+            (key, [r for r in reserved if r.driver == driver])
+            for key, reserved, _ in schedule or []
+        ]
+        if not any(reserved for _, reserved in mine):
+            return None
+        return ScheduledResourceStatItem(
+            allocated={key: self._allocated(reserved) for key, reserved in mine}
+        )
+
     def _usages(self) -> list[AllocationUsage]:
         return self.allocations.active_local_usage() if self.allocations is not None else []
+
+    @staticmethod
+    def _held_at(
+        usages: list[AllocationUsage], at: datetime, now: datetime
+    ) -> list[AllocationUsage]:
+        """What holds the host at `at`: allocations until their expiry (an overdue one until
+        it is freed, which has no known time), reservations over their windows."""
+        return [
+            u
+            for u in usages
+            if (u.starts is None and (u.expires is None or u.expires <= now or u.expires > at))
+            or (u.starts is not None and u.starts <= at and (u.expires is None or at < u.expires))
+        ]
+
+    @classmethod
+    def _schedule(
+        cls, usages: list[AllocationUsage], start: datetime, end: datetime | None, now: datetime
+    ) -> Schedule:
+        """The reservations from `start` (to `end`): a point where one holds at `start` and at
+        each whole second a window starts or ends (rounded up, so the point shows it)."""
+        reservations = [u for u in usages if u.starts is not None]
+        points: set[datetime] = set()
+        for r in reservations:
+            assert r.starts is not None
+            if r.starts <= start and (r.expires is None or start < r.expires):
+                points.add(start)
+            points.update(
+                at
+                for at in (_ceil_second(r.starts), r.expires and _ceil_second(r.expires))
+                if at is not None and start < at and (end is None or at <= end)
+            )
+        out: Schedule = []
+        for at in sorted(points):
+            held = cls._held_at(usages, at, now)
+            out.append((format_time(at), [u for u in held if u.starts is not None], held))
+        return out
 
     def _selected(self, opts: ResourceListOptions, price: dict[str, Any] | None = None) -> bool:
         if opts.filter is None or not opts.filter.resource_selectors:
@@ -209,8 +290,12 @@ class LocalCatalog:
         if not self._selected(opts):
             return []
         # Every allocation the ledger holds counts, even an overdue one: it holds the host
-        # until it is freed, and the drivers' capacity check counts it too.
-        return [self._resource_at(self._usages())]
+        # until it is freed, and the drivers' capacity check counts it too. So does a
+        # reservation whose window has begun: nobody else may take its room.
+        usages = self._usages()
+        now = utcnow()
+        schedule = self._schedule(usages, now, None, now)
+        return [self._resource_at(self._held_at(usages, now, now), schedule)]
 
     @staticmethod
     def _window(opts: ResourceListOptions) -> tuple[datetime, datetime]:
@@ -223,7 +308,8 @@ class LocalCatalog:
         return start, end
 
     def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
-        """The resource view at the window's start, at each expiry inside it, and at its end."""
+        """The resource view at the window's start, at each expiry inside it, at each start
+        and end of a reservation's window inside it, and at its end."""
         self._check_region(opts.region)
         start, end = self._window(opts)
         if not self._selected(opts):
@@ -234,16 +320,18 @@ class LocalCatalog:
         # is still held until it is freed, which has no known time: it counts throughout.
         # Keys are whole seconds: an expiry's point is the next whole second, so it never
         # overwrites the start's key and its view already shows the capacity returned.
+        # A reservation holds from its window's start to its end, which add points the same way.
         releases = [
             _ceil_second(u.expires) for u in usages if u.expires is not None and u.expires > now
         ]
+        releases += [_ceil_second(u.starts) for u in usages if u.starts is not None]
         start, end = _floor_second(start), _floor_second(end)
         points = {start, end}
         points.update(at for at in releases if start < at < end)
         out: dict[str, Resource] = {}
         for at in sorted(points):
-            live = [u for u in usages if u.expires is None or u.expires <= now or u.expires > at]
-            out[format_time(at)] = self._resource_at(live)
+            schedule = self._schedule(usages, at, end, now)
+            out[format_time(at)] = self._resource_at(self._held_at(usages, at, now), schedule)
         return out
 
     # -- pricing -----------------------------------------------------------------------------

@@ -311,6 +311,24 @@ def test_free_expired_frees_only_expired_ones(cli, limited: None) -> None:
     assert again.json() == []
 
 
+def test_past_its_lifetime_an_allocation_is_expired_and_holds_nothing(
+    cli, write_config: Callable[[str], Path]
+) -> None:
+    write_config(LIMIT_1)
+    short = new_id(cli, *ALLOC, "--lifetime", "1s")
+    assert cli(*ALLOC).exit_code == 75
+    expires = cli("status", short, "--json").json()["expires"]
+    due = datetime.strptime(expires, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    wait_for(lambda: datetime.now(UTC) > due, "the lifetime", timeout=30)
+    after = new_id(cli)  # the next command marks it EXPIRED: its capacity is free
+    assert rows(cli) == {short: "EXPIRED", after: "ALLOCATED"}
+    assert rows(cli, "--status", "expired") == {short: "EXPIRED"}
+    shown = cli("status", short, "--json").json()
+    assert shown["status"] == "EXPIRED" and shown["note"].startswith("expired at ")
+    assert cli("free", short).exit_code == 0
+    assert rows(cli, "--all") == {short: "FREED", after: "ALLOCATED"}
+
+
 def test_free_expired_that_fails_exits_1_and_keeps_it(cli, limited: None) -> None:
     stuck = new_id(cli, *ALLOC, "--lifetime", "1s", "-o", "fail_deallocate=255")
     expires = cli("status", stuck, "--json").json()["expires"]
@@ -320,7 +338,8 @@ def test_free_expired_that_fails_exits_1_and_keeps_it(cli, limited: None) -> Non
     run = cli("free", "--expired", "--json")
     assert run.exit_code == 1
     assert [(r["id"], r["status"]) for r in run.json()] == [(stuck, "ERROR")]
-    assert rows(cli) == {stuck: "ALLOCATED"}
+    # Past its lifetime it holds nothing (EXPIRED), but is still there to be freed.
+    assert rows(cli) == {stuck: "EXPIRED"}
 
 
 def test_status_lists_live_and_all(cli, limited: None) -> None:

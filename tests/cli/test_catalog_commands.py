@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from providers.catalog import register
+from providers.core.wire import from_wire, to_wire
 from providers.models import (
     InstanceTypeSpec,
     RegionSpec,
@@ -18,7 +19,6 @@ from providers.models import (
     ResourcePricing,
 )
 from providers.selector_keys import KNOWN_KEYS
-from providers.wire import from_wire, to_wire
 from tests.conftest import Run
 from tests.fakes import EmptyCatalog
 

@@ -15,9 +15,9 @@ import pytest
 from providers.catalog import register
 from providers.cloud.catalog import CloudCatalog
 from providers.cloud.offers import Offer, Progress, Snapshot
-from providers.errors import CredentialsError, ShoalError
+from providers.core.errors import CredentialsError, ShoalError
+from providers.core.settings import Settings
 from providers.models import RegionSpec
-from providers.settings import Settings
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 

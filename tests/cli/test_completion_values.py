@@ -213,7 +213,10 @@ def test_helper_imports_none_of_the_cli(home: Path, machine: list[str]) -> None:
     loaded = set(done.stdout.split())
     tops = {m.split(".")[0] for m in loaded}
     assert not tops & {"typer", "click", "rich", "httpx", "pydantic", "yaml", "platformdirs"}
-    assert not [m for m in loaded if m.startswith(("drivers", "cli.app", "cli.commands"))]
+    # drivers.paths names the ledger file (a constant or two); nothing else of drivers.
+    light = {"drivers", "drivers.paths"}
+    heavy = [m for m in loaded if m.startswith(("drivers", "cli.app", "cli.commands"))]
+    assert not set(heavy) - light
 
 
 def test_shoal_help_loads_no_completion_code(home: Path) -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from cli.exit_codes import ExitCode, exit_code_for
-from providers import catalog, errors
-from providers.settings import Settings
-from providers.wire import WireError
+from providers import catalog
+from providers.core import errors
+from providers.core.settings import Settings
+from providers.core.wire import WireError
 
 Register = Callable[[str, Callable[[Settings], catalog.Catalog]], None]
 

@@ -33,7 +33,7 @@ def test_no_arguments_prints_help_and_usage_exit_code(cli) -> None:
 
 
 def test_every_environment_variable_shows_in_some_help(cli) -> None:
-    from providers import env
+    from providers.core import env
 
     helps = "".join(
         cli(*args, "--help").stdout

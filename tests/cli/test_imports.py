@@ -21,7 +21,7 @@ sys.stdout.flush()
 sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
 
-# pydantic checks input, imported only where there is some (providers/schema.py).
+# pydantic checks input, imported only where there is some (providers/core/schema.py).
 NEVER_AT_START = {"httpx", "yaml", "boto3", "botocore", "pydantic", "pydantic_core"}
 JSON_COMMANDS = (["regions", "--json"], ["resources", "--json"], ["status", "--json"])
 

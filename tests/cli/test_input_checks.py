@@ -81,7 +81,7 @@ def test_an_unknown_section_is_a_config_error_for_every_command(
 ) -> None:
     path = write_config("[loacl]\nreserve_cpu = 1\n")
     said = refused(cli(*command, env=NO_DEBUG), 78, str(path), "[loacl]: unknown section")
-    assert "did you mean [local]? known: [aws], [azure], [drivers], [gcp], [image]" in said
+    assert "did you mean [local]? known: [alloc], [aws], [azure], [drivers], [gcp]" in said
 
 
 def test_a_setting_outside_any_section_is_refused(cli, write_config: Callable[[str], Path]) -> None:
@@ -159,9 +159,9 @@ def test_a_value_out_of_range_names_the_bound(
 
 
 def test_non_finite_numbers_given_in_code_are_refused_by_the_models(home: Path) -> None:
-    from providers.errors import ConfigError
+    from providers.core.errors import ConfigError
+    from providers.core.settings import Paths, Settings
     from providers.local.catalog import LocalCatalog
-    from providers.settings import Paths, Settings
 
     for bad in (float("nan"), float("inf")):
         paths = Paths.from_env({"SHOAL_HOME": str(home)})

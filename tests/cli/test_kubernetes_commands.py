@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from providers.cloud.http import RetryPolicy
-from providers.wire import format_time
+from providers.core.wire import format_time
 from tests.conftest import Run
 from tests.providers.kubernetes import objects as k8s
 from tests.providers.kubernetes.apiserver import ApiServer

@@ -404,7 +404,7 @@ def test_cleanup_from_a_bare_handle_finds_a_job(
     # does not say that `-o kind=job` made a Job: the Job must go all the same.
     from drivers.kubernetes.driver import KubernetesDriver
     from drivers.types import LabelDefinition, Resource, Resources
-    from providers.settings import Paths, Settings
+    from providers.core.settings import Paths, Settings
 
     home = tmp_path / "home-bare"
     home.mkdir()
@@ -458,3 +458,55 @@ def test_free_remote_frees_what_another_machine_made(
     mine = alloc(cli, env, "-o", "image=x")
     ok(cli("free", mine["id"], "--remote", "kubernetes", env=env))  # ours: through the ledger
     assert ok(cli("status", mine["id"], "--json", env=env)).json()["status"] == "FREED"
+
+
+# -- logs ------------------------------------------------------------------------------------
+
+
+def test_logs_print_the_pod_log_and_its_last_lines(
+    cli: Cli, api: ApiServer, env: dict[str, str]
+) -> None:
+    made = alloc(cli, env, "-o", "image=busybox:1.36")
+    name = made["resource"]["metadata"]["name"]
+    api.append_log("team-a", name, b"one\ntwo\nthree\n")
+    assert ok(cli("logs", made["id"], env=env)).stdout == "one\ntwo\nthree\n"
+    assert ok(cli("logs", made["id"], "--tail", "1", env=env)).stdout == "three\n"
+    (seen,) = [s for s in api.requests("GET") if s.path.endswith("/log")][-1:]
+    assert seen.path == f"/api/v1/namespaces/team-a/pods/{name}/log"
+    assert seen.query["tailLines"] == ["1"] and seen.query["container"] == ["main"]
+
+
+def test_logs_follow_ends_when_the_pod_ends(cli: Cli, api: ApiServer, env: dict[str, str]) -> None:
+    import threading
+    import time
+
+    made = alloc(cli, env, "-o", "image=busybox:1.36")
+    name = made["resource"]["metadata"]["name"]
+    api.update("pods", "team-a", name, {"status": {"phase": "Running"}})
+    api.append_log("team-a", name, b"early\n")
+
+    def workload() -> None:
+        time.sleep(0.5)
+        api.append_log("team-a", name, b"late\n")
+        time.sleep(0.3)
+        api.update("pods", "team-a", name, {"status": {"phase": "Succeeded"}})
+
+    writer = threading.Thread(target=workload)
+    writer.start()
+    try:
+        run = ok(cli("logs", made["id"], "--follow", env=env))
+    finally:
+        writer.join()
+    assert run.stdout == "early\nlate\n"
+
+
+def test_logs_of_a_job_are_its_pods(cli: Cli, api: ApiServer, env: dict[str, str]) -> None:
+    made = alloc(cli, env, "-o", "image=busybox:1.36", "-o", "kind=job")
+    name = made["resource"]["metadata"]["name"]
+    missing = cli("logs", made["id"], env=env)
+    assert missing.exit_code == 1 and "no pod yet" in missing.stderr
+    from tests.providers.kubernetes.apiserver import pod as job_pod
+
+    api.add("pods", job_pod(f"{name}-x1b2c", "team-a", labels={"job-name": name}))
+    api.append_log("team-a", f"{name}-x1b2c", b"from the job\n")
+    assert ok(cli("logs", made["id"], env=env)).stdout == "from the job\n"

@@ -17,7 +17,7 @@ import pytest
 from drivers import ledger as L
 from drivers.ledger import Ledger
 from drivers.types import Resources
-from providers.errors import LedgerCorruptError, NoCapacityError, NotFoundError
+from providers.core.errors import LedgerCorruptError, NoCapacityError, NotFoundError
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from drivers import ledger as L
 from drivers.ledger import Ledger
 from drivers.process.driver import ProcessDriver
 from drivers.types import STATUS_ALLOCATED, STATUS_NONE, Resource, Resources
-from providers.settings import Settings
-from providers.wire import to_wire
+from providers.core.settings import Settings
+from providers.core.wire import to_wire
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.usefixtures("reap_workloads")

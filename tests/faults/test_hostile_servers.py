@@ -26,8 +26,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from providers.errors import scrub
-from providers.urls import UrlError, display, origin, parse, resolve
+from providers.core.errors import scrub
+from providers.core.urls import UrlError, display, origin, parse, resolve
 from tests.conftest import Run
 from tests.drivers.image import archives as A
 from tests.drivers.image.server import ImageServer

@@ -18,10 +18,10 @@ import pytest
 from providers.cloud import forecast, share
 from providers.cloud.catalog import CloudCatalog
 from providers.cloud.offers import Offer, Progress, Snapshot
-from providers.errors import ProviderUnreachableError, ShoalError, UsageError
+from providers.core.errors import ProviderUnreachableError, ShoalError, UsageError
+from providers.core.settings import Freshness, Paths, Settings
 from providers.models import ListResourceFilter, RegionSpec, ResourceListOptions
 from providers.selectors import parse
-from providers.settings import Freshness, Paths, Settings
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from providers.cloud.http import CloudHttp, RetryPolicy
-from providers.errors import (
+from providers.core.errors import (
     ConfigError,
     CredentialsError,
     NotFoundError,

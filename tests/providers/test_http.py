@@ -1,4 +1,4 @@
-"""The shared HTTP client (providers.http), against a loopback server and mock transports:
+"""The shared HTTP client (providers.core.http), against a loopback server and mock transports:
 retries with backoff, jitter and Retry-After, what is never retried, redirects and the
 origin credentials stay with, the scrub of what servers send, error maps, paging, the body
 cap and resumable streams. Every client (cloud, Kubernetes, image, engine) rests on these;
@@ -18,16 +18,16 @@ from urllib.parse import quote
 
 import pytest
 
-from providers.errors import (
+from providers.core.errors import (
     CredentialsError,
     NotFoundError,
     ProviderUnreachableError,
     RetryableError,
     ShoalError,
 )
-from providers.http import httpx
-from providers.http.client import HttpClient, Request
-from providers.http.policy import ErrorMap, Failure, Kind, RetryPolicy, Rule
+from providers.core.http import httpx
+from providers.core.http.client import HttpClient, Request
+from providers.core.http.policy import ErrorMap, Failure, Kind, RetryPolicy, Rule
 from tests.providers.apiserver import ApiServer, Reply
 
 FAST = RetryPolicy(attempts=3, backoff_seconds=0.5, jitter=0.0, read_timeout_seconds=5.0)
@@ -35,9 +35,9 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 PROBE = """
 import sys
-import providers.http
+import providers.core.http
 imported = "httpx" in sys.modules
-from providers.http import httpx
+from providers.core.http import httpx
 loaded = sys.modules.get("httpx._main") is not None
 print(imported, loaded, "click" in sys.modules, hasattr(httpx, "Client"))
 """

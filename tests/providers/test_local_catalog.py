@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
-from providers.errors import ConfigError, UsageError
+from providers.core.errors import ConfigError, UsageError
+from providers.core.settings import Paths, Settings
+from providers.core.timeutil import utcnow
+from providers.core.usage import AllocationUsage
+from providers.core.wire import format_time, to_wire
 from providers.local.catalog import LocalCatalog
 from providers.local.host import Gpu, parse_nvidia_smi
 from providers.models import (
@@ -21,10 +25,6 @@ from providers.models import (
     ResourceStatItem,
 )
 from providers.selectors import parse as parse_selectors
-from providers.settings import Paths, Settings
-from providers.timeutil import utcnow
-from providers.usage import AllocationUsage
-from providers.wire import format_time, to_wire
 
 
 class FixedAllocations:

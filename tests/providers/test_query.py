@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from providers import query
-from providers.errors import CredentialsError, ShoalError, UsageError
+from providers.core.errors import CredentialsError, ShoalError, UsageError
 from providers.models import (
     InstanceTypeSpec,
     RegionSpec,

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from providers.catalog import new_catalog, provider_names, register
-from providers.errors import ConfigError, UnknownNameError, UsageError
+from providers.core.errors import ConfigError, UnknownNameError, UsageError
+from providers.core.plugins import LazyRegistry
+from providers.core.settings import Paths, Settings
 from providers.local.catalog import LocalCatalog
 from providers.models import (
     RegionSpec,
     ResourceListOptions,
 )
-from providers.plugins import LazyRegistry
-from providers.settings import Paths, Settings
 from tests.fakes import EmptyCatalog
 
 _names = itertools.count()

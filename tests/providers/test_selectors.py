@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from providers import selectors
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 from providers.models import InstanceTypeSpec, Selector, selector_record
 
 GPU_BOX = selector_record(

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from providers.errors import UsageError
-from providers.timeutil import parse_duration, parse_time
+from providers.core.errors import UsageError
+from providers.core.timeutil import parse_duration, parse_time
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_parse_duration_rejects_zero(text: str) -> None:
 def test_parse_when_takes_the_forms_people_type() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from providers.timeutil import parse_when
+    from providers.core.timeutil import parse_when
 
     now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert parse_when("now", "--at", now) == now
@@ -100,7 +100,7 @@ def test_parse_when_takes_the_forms_people_type() -> None:
 
 @pytest.mark.parametrize("text", ["tomorrow", "+", "+2x", "2026-13-40", "9999-01-01", "+99999999d"])
 def test_parse_when_names_the_accepted_forms(text: str) -> None:
-    from providers.timeutil import parse_when
+    from providers.core.timeutil import parse_when
 
     with pytest.raises(UsageError) as caught:
         parse_when(text, "--at")

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from drivers.types import LabelDefinition
-from providers.errors import UsageError
+from providers.core.errors import UsageError
+from providers.core.wire import WireError, from_wire, to_wire
 from providers.models import (
     InstanceTypeSpec,
     ListResourceFilter,
@@ -25,7 +26,6 @@ from providers.models import (
     ResourceStatItem,
     Selector,
 )
-from providers.wire import WireError, from_wire, to_wire
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "overview_example.json"
 

@@ -58,7 +58,7 @@ def exists(podman: Podman, cid: str) -> bool:
 
 
 def engine_info(podman: Podman) -> dict[str, Any]:
-    from providers.http import httpx
+    from providers.core.http import httpx
 
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(podman.sock))) as client:
         return dict(client.get("http://engine/v1.41/info").json())

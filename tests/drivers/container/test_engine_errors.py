@@ -222,7 +222,7 @@ def test_a_failed_start_removes_the_created_container(cli: Callable[..., Run], s
 def mock_engine(status: int, body: bytes) -> Any:
     """An Engine whose every request gets `status` and `body`."""
     from drivers.container.engine import Engine
-    from providers.http import httpx
+    from providers.core.http import httpx
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, content=body)
@@ -251,8 +251,8 @@ def test_engine_answers_map_to_typed_errors(
 
 def test_an_engine_that_does_not_answer_is_asked_once() -> None:
     from drivers.container.engine import Engine
-    from providers.errors import ProviderUnreachableError, RetryableError
-    from providers.http import httpx
+    from providers.core.errors import ProviderUnreachableError, RetryableError
+    from providers.core.http import httpx
 
     calls: list[str] = []
 

@@ -20,7 +20,7 @@ import zstandard
 from drivers.image import decompress, extract
 from drivers.image.extractor import Caps, Extractor
 from drivers.image.tarstream import TruncatedArchiveError, UnsafeArchiveError
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from tests.drivers.image import archives as A
 
 MIB = 1024 * 1024

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from drivers.image import checksum, naming
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 from tests.drivers.image.server import checksum_headers
 
 DATA = b"shoal image bytes\n" * 100

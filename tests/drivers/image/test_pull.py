@@ -20,7 +20,7 @@ from drivers.image.pull import ChecksumMismatchError, PullOptions, PullResult
 from drivers.image.source import Policy
 from drivers.image.tarstream import UnsafeArchiveError
 from drivers.types import Image
-from providers.errors import (
+from providers.core.errors import (
     ConfigError,
     CredentialsError,
     NotFoundError,

@@ -15,21 +15,21 @@ import pytest
 from providers.aws.fetch import REGION_INDEX_PATH, SPOT_NEEDS_CREDENTIALS, AwsFetcher
 from providers.aws.sigv4 import Credentials, sign_get
 from providers.cloud.http import RetryPolicy
-from providers.env import (
+from providers.core.env import (
     ENV_AWS_ACCESS_KEY_ID,
     ENV_AWS_EC2_URL,
     ENV_AWS_PRICING_URL,
     ENV_AWS_SECRET_ACCESS_KEY,
     ENV_AWS_SESSION_TOKEN,
 )
-from providers.errors import (
+from providers.core.errors import (
     CredentialsError,
     ProviderUnreachableError,
     RetryableError,
     ShoalError,
     UsageError,
 )
-from providers.settings import Paths, Settings
+from providers.core.settings import Paths, Settings
 from tests.providers.apiserver import ApiServer, Reply
 from tests.providers.aws import payloads as p
 

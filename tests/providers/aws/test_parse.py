@@ -16,7 +16,7 @@ from providers.aws.parse import (
     offer_from_attributes,
     offers_from_scan,
 )
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from tests.providers.aws import payloads as p
 
 M5 = p.SHAPES[0]

@@ -12,13 +12,13 @@ from providers.azure import sizes
 from providers.azure.fetch import NAME_SOURCE, NO_TOKEN_NOTE, AzureFetcher
 from providers.cloud.http import RetryPolicy
 from providers.cloud.offers import Offer
-from providers.errors import (
+from providers.core.errors import (
     CredentialsError,
     ProviderUnreachableError,
     RetryableError,
     ShoalError,
 )
-from providers.settings import Paths, Settings
+from providers.core.settings import Paths, Settings
 from tests.providers.apiserver import ApiServer, Reply
 from tests.providers.azure import payloads as p
 

@@ -9,7 +9,7 @@ import pytest
 from providers.azure import parse
 from providers.azure.fetch import next_url
 from providers.cloud.offers import Offer
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from tests.providers.azure import payloads as p
 
 WHERE = "azure: test"

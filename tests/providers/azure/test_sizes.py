@@ -14,7 +14,7 @@ import pytest
 
 from providers import gpus
 from providers.azure import parse, sizes
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 
 SIZE_PAGE = re.compile(r"^https://learn\.microsoft\.com/azure/virtual-machines/[a-z0-9/-]+$")
 

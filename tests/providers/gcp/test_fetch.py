@@ -10,23 +10,23 @@ import pytest
 
 from providers.cloud.http import RetryPolicy
 from providers.cloud.offers import no_progress
-from providers.env import (
+from providers.core.env import (
     ENV_GCP_API_KEY,
     ENV_GCP_BILLING_URL,
     ENV_GCP_COMPUTE_URL,
     ENV_GCP_PROJECT,
     ENV_GCP_TOKEN,
 )
-from providers.errors import (
+from providers.core.errors import (
     CredentialsError,
     ProviderUnreachableError,
     ShoalError,
     UsageError,
 )
+from providers.core.settings import Paths, Settings
 from providers.gcp.fetch import BUILTIN_NOTE, GcpFetcher
 from providers.gcp.parse import CORE, RAM, RateBook
 from providers.gcp.shapes import builtin_shapes, builtin_table
-from providers.settings import Paths, Settings
 from tests.providers.apiserver import ApiServer, Reply
 from tests.providers.gcp import payloads as p
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from providers import gpus
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from providers.gcp.parse import (
     CALENDAR,
     CORE,

@@ -10,6 +10,8 @@ nodes, pods and jobs, for tests and the benchmark.
   422 Invalid for bad names or pods without containers), delete (pods: the object, jobs: a
   Success Status; 404 Status when missing; gracePeriodSeconds from the body or the query;
   with `graceful_pods` a pod with a grace period stays terminating until `finish_deletions`).
+- pod logs (`pods/NAME/log`): what `append_log` wrote, `tailLines`; `follow=true` streams
+  (chunked) what is appended until the pod is Succeeded or Failed, or deleted.
 - auth: bearer tokens and/or client certificates (`client_certs` "optional" or "required"),
   401 Status otherwise; 403 Status for namespaces in `forbidden_namespaces`.
 - faults, consumed one request at a time: `status` (429 with Retry-After, 503, ...), `drop`
@@ -31,8 +33,9 @@ import re
 import secrets
 import ssl
 import threading
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,6 +62,7 @@ KINDS = {
 }
 _PATH = re.compile(r"^(/api/v1|/apis/batch/v1)(?:/namespaces/([^/]+))?/([a-z]+)(?:/([^/]+))?/?$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 
 
 @dataclass
@@ -168,6 +172,7 @@ class ApiServer:
         self._run = str(uuid.uuid4())[:23]
         self._keys: dict[str, list[str]] = {name: [] for name in KINDS}
         self._objs: dict[str, dict[str, _Obj]] = {name: {} for name in KINDS}
+        self._logs: dict[str, bytearray] = {}  # namespace/name -> what the pod wrote
         context: ssl.SSLContext | None = None
         if certs is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -254,6 +259,46 @@ class ApiServer:
     def names(self, resource: str) -> list[str]:
         with self._lock:
             return list(self._keys[resource])
+
+    def append_log(self, namespace: str, name: str, data: bytes) -> None:
+        """What the pod's container writes (its log, as the kubelet keeps it)."""
+        with self._lock:
+            self._logs.setdefault(f"{namespace}/{name}", bytearray()).extend(data)
+
+    def _log(
+        self, namespace: str, name: str, query: dict[str, list[str]]
+    ) -> bytes | Iterator[bytes]:
+        self._get(KINDS["pods"], namespace, name)  # 404 when there is no such pod
+        key = f"{namespace}/{name}"
+        with self._lock:
+            text = bytes(self._logs.get(key, b""))
+        tail = (query.get("tailLines") or [""])[0]
+        if tail:
+            lines = text.splitlines(keepends=True)
+            text = b"".join(lines[-int(tail) :]) if int(tail) else b""
+        if (query.get("follow") or [""])[0] != "true":
+            return text
+
+        def stream(sent: int) -> Iterator[bytes]:
+            if text:
+                yield text
+            while True:
+                with self._lock:
+                    found = self._objs["pods"].get(key)
+                    phase = found.fields.get("status.phase") if found is not None else None
+                    ended = phase is None or phase in ("Succeeded", "Failed")
+                    data = bytes(self._logs.get(key, b""))
+                if len(data) > sent:
+                    yield data[sent:]
+                    sent = len(data)
+                elif ended:
+                    return
+                else:
+                    time.sleep(0.02)
+
+        with self._lock:
+            written = len(self._logs.get(key, b""))
+        return stream(written)
 
     def finish_deletions(self) -> None:
         """What the kubelet does after the grace period: remove terminating pods."""
@@ -361,8 +406,9 @@ class ApiServer:
         headers: dict[str, str],
         body: bytes,
         peer_cert: bool,
-    ) -> tuple[int, bytes, dict[str, str], str | None]:
-        """(status, body, headers, reason phrase or None for the standard one)."""
+    ) -> tuple[int, bytes | Iterator[bytes], dict[str, str], str | None]:
+        """(status, body, headers, reason phrase or None for the standard one); a body that
+        is an iterator goes out chunked, as it comes."""
         with self._lock:
             self.seen.append(Seen(method, path, query, headers, body))
         fault = self._take_fault(method, path, query)
@@ -405,7 +451,10 @@ class ApiServer:
 
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], body: bytes
-    ) -> tuple[int, bytes, dict[str, str]]:
+    ) -> tuple[int, bytes | Iterator[bytes], dict[str, str]]:
+        log = _LOG.match(path)
+        if log is not None and method == "GET":
+            return 200, self._log(log.group(1), log.group(2), query), {"Content-Type": "text/plain"}
         match = _PATH.match(path)
         kind = KINDS.get(match.group(3)) if match else None
         if match is None or kind is None or kind.prefix != match.group(1):
@@ -724,13 +773,23 @@ def _make_handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
             except ConnectionAbortedError:
                 self.close_connection = True
                 return
+            extra = dict(extra)
             self.send_response(code, reason)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Content-Type", extra.pop("Content-Type", "application/json"))
+            if isinstance(payload, bytes):
+                self.send_header("Content-Length", str(len(payload)))
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
             for name, value in extra.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(payload)
+            if isinstance(payload, bytes):
+                self.wfile.write(payload)
+                return
+            for chunk in payload:
+                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
 
         do_GET = _serve
         do_POST = _serve

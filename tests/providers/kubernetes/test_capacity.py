@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from providers.errors import ShoalError, UsageError
+from providers.core.errors import ShoalError, UsageError
+from providers.core.wire import to_wire
 from providers.kubernetes.capacity import (
     Overcommit,
     PoolRules,
@@ -18,7 +19,6 @@ from providers.kubernetes.capacity import (
     pod_requests,
     predictions,
 )
-from providers.wire import to_wire
 from tests.providers.kubernetes.objects import (
     aks_node,
     container,

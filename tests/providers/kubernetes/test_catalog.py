@@ -19,21 +19,21 @@ from providers.cloud.cache import CatalogCache
 from providers.cloud.catalog import CACHE_FILE
 from providers.cloud.http import RetryPolicy
 from providers.cloud.offers import Offer, Snapshot
-from providers.errors import (
+from providers.core.errors import (
     ConfigError,
     CredentialsError,
     ProviderUnreachableError,
     ShoalError,
     UsageError,
 )
+from providers.core.settings import Paths, Settings
+from providers.core.timeutil import utcnow
+from providers.core.wire import to_wire
 from providers.kubernetes.capacity import PoolRules
 from providers.kubernetes.catalog import HOLDING_PODS, KubernetesCatalog
 from providers.kubernetes.client import KubeClient
 from providers.kubernetes.connection import Connection
 from providers.models import RegionSpec, ResourceListOptions
-from providers.settings import Paths, Settings
-from providers.timeutil import utcnow
-from providers.wire import to_wire
 from tests.providers.kubernetes import objects as k8s
 from tests.providers.kubernetes.apiserver import ApiServer
 from tests.providers.kubernetes.certs import OPENSSL_MISSING, Certs, have_openssl, make_certs

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from providers.errors import (
+from providers.core.errors import (
     ConfigError,
     CredentialsError,
     NotFoundError,
@@ -26,7 +26,7 @@ from providers.errors import (
     ShoalError,
     UsageError,
 )
-from providers.http.policy import RetryPolicy
+from providers.core.http.policy import RetryPolicy
 from providers.kubernetes.client import KubeClient, ListExpiredError
 from providers.kubernetes.connection import Connection, ExecSpec
 from providers.kubernetes.exec_plugin import forget_exec_credentials
@@ -185,7 +185,7 @@ def test_unknown_path_is_not_found(client: KubeClient) -> None:
 
 
 def test_status_messages_are_scrubbed() -> None:
-    from providers.http import httpx
+    from providers.core.http import httpx
 
     def answer(request: httpx.Request) -> httpx.Response:
         body = {"kind": "Status", "code": 403, "reason": "Forbidden", "message": f"no {TOKEN}"}
@@ -436,7 +436,7 @@ def test_bad_ca_and_mismatched_key_are_config_errors(certs: Certs, tmp_path: Pat
 
 
 def test_basic_auth_header() -> None:
-    from providers.http import httpx
+    from providers.core.http import httpx
 
     seen: list[str] = []
 
@@ -475,7 +475,7 @@ def test_status_reason_and_reason_phrase_echoing_the_token_are_scrubbed(api: Api
 
 
 def test_basic_auth_echoed_as_base64_is_scrubbed() -> None:
-    from providers.http import httpx
+    from providers.core.http import httpx
 
     def answer(request: httpx.Request) -> httpx.Response:
         said = f"who is {request.headers['authorization']}?"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from providers.errors import ConfigError, CredentialsError
+from providers.core.errors import ConfigError, CredentialsError
 from providers.kubernetes.exec_plugin import exec_credential, forget_exec_credentials
 from providers.kubernetes.in_cluster import IN_CLUSTER
 from providers.kubernetes.kubeconfig import load_connection

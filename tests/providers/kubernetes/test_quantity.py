@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from providers.errors import ShoalError
+from providers.core.errors import ShoalError
 from providers.kubernetes import quantity
 from providers.kubernetes.quantity import QuantityError, bytes_, count, cpu_cores, fmt, milli, parse
 

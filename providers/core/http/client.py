@@ -19,9 +19,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from providers import urls
-from providers.errors import ShoalError, scrub
-from providers.http.policy import ErrorMap, Failure, Kind, RetryPolicy
+from providers.core import urls
+from providers.core.errors import ShoalError, scrub
+from providers.core.http.policy import ErrorMap, Failure, Kind, RetryPolicy
 
 if TYPE_CHECKING:
     import ssl
@@ -97,7 +97,7 @@ class HttpClient:
     def _client(self, url: str) -> httpx.Client:
         """One httpx client for https, one for http: a CA bundle costs ~40 ms to load and
         only https needs it. After `close()` they are built again (with a new certificate)."""
-        from providers.http import httpx
+        from providers.core.http import httpx
 
         https = urls.origin(url)[0] == "https" and self.transport is None
         if https not in self._clients:
@@ -161,7 +161,7 @@ class HttpClient:
         """An answer with an `ok` status (any 2xx by default), after retries; the caller
         closes it. With `read` its body is read, at most max_bytes of it. `body` is sent as
         JSON, `content` as it is (bytes, or an iterator of them: never sent twice then)."""
-        from providers.http import httpx
+        from providers.core.http import httpx
 
         try:
             urls.parse(self._url(target), userinfo=True, spaces=True)
@@ -259,7 +259,7 @@ class HttpClient:
 
     def _kind(self, exc: Exception) -> str:
         """What a connection failure was; one that no retry can fix is raised at once."""
-        from providers.http import httpx
+        from providers.core.http import httpx
 
         fatal = self.fatal(exc) if self.fatal is not None else None
         if fatal is not None:
@@ -329,7 +329,7 @@ class HttpClient:
         """A GET's body in chunks. A drop mid-body resumes from the last byte handed out
         with Range, guarded by If-Range on a strong validator; a server that cannot resume,
         too many drops and a body short of its Content-Length are errors."""
-        from providers.http import httpx
+        from providers.core.http import httpx
 
         asked = {"Accept-Encoding": "identity", **(headers or {})}
         received, total, validator, drops = 0, None, "", 0
@@ -386,7 +386,7 @@ def _body(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
 
 def _peek(response: httpx.Response) -> bytes:
     """The first 64 KiB of an error's body, for the API's own message; b"" if it breaks off."""
-    from providers.http import httpx
+    from providers.core.http import httpx
 
     try:
         return _body(response, _PEEK_BYTES)[0]

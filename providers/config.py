@@ -1,16 +1,17 @@
-"""A cloud provider's settings: environment first, then its config table, then the default."""
+"""A provider's settings: environment first, then its config table, then the default
+(models in providers/sections.py, checked only when the table is there)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from providers.errors import ConfigError
-from providers.settings import Settings, config_model
+from providers.core.errors import ConfigError
+from providers.core.settings import Settings, config_model
 
 if TYPE_CHECKING:
+    from providers.core.strict import Strict
     from providers.sections import CloudSection
-    from providers.strict import Strict
 
 DEFAULT_TTL_HOURS = 24.0
 

@@ -1,7 +1,7 @@
 """The base of shoal's input models, and the constrained numbers they share.
 
 A model module imports pydantic; it is imported only where input is validated
-(providers/schema.py says why). Strict everywhere: an unknown key is an error, a bool or a
+(providers/core/schema.py says why). Strict everywhere: an unknown key is an error, a bool or a
 string is not a number, a TOML date is neither, and NaN and infinities are refused (they
 slip through range checks: `NaN < 0` is false).
 """

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from providers.errors import UsageError
+from providers.core.errors import UsageError
 
 T = TypeVar("T")
 
@@ -189,7 +189,7 @@ def _decode(hint: Any, data: Any, path: str, strict: bool) -> Any:
             raise WireError(path, f"expected a string, got {_type_name(data)}")
         return data
     if hint is datetime:
-        from providers.timeutil import parse_time
+        from providers.core.timeutil import parse_time
 
         if not isinstance(data, str):
             raise WireError(path, "expected an RFC 3339 time string")

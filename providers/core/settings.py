@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from providers.env import ENV_CONFIG, ENV_DRIVER, ENV_HOME, ENV_NO_COLOR, ENV_PROVIDER
-from providers.errors import ConfigError
+from providers.core.env import ENV_CONFIG, ENV_DRIVER, ENV_HOME, ENV_NO_COLOR, ENV_PROVIDER
+from providers.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from providers.usage import AllocationSource
+    from providers.core.usage import AllocationSource
 
     M = TypeVar("M", bound=BaseModel)
 
@@ -45,14 +45,6 @@ class Paths:
     data_dir: Path
     home_from_env: bool = False
     config_named: bool = False  # by --config / SHOAL_CONFIG: then it must exist
-
-    @property
-    def ledger_file(self) -> Path:
-        return self.state_dir / "ledger.sqlite"
-
-    @property
-    def workspaces_dir(self) -> Path:
-        return self.state_dir / "workspaces"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Paths:
@@ -116,7 +108,9 @@ class Paths:
         return path
 
 
-def load_config(path: Path, named: bool = False) -> dict[str, Any]:
+def load_config(
+    path: Path, named: bool = False, sections: Sections | None = None
+) -> dict[str, Any]:
     """Read the TOML config; a missing file is an empty config (unless the user named it:
     then a typo would silently drop every setting), a broken one a ConfigError."""
     try:
@@ -145,37 +139,44 @@ def load_config(path: Path, named: bool = False) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
-    from providers.numbers import non_finite
+    from providers.core.numbers import non_finite
 
     # TOML has inf and nan and no setting means either: refused in every table, also those
     # this command does not read (a section's model is checked only where it is read).
     for key in non_finite(config):
         raise ConfigError(f"config file {path}: {key} must be a finite number")
-    _check_sections(config, path)
+    if sections is not None:
+        _check_sections(config, path, sections)
     return config
 
 
-# The config file's top-level tables. A third-party provider reads a table of its own name.
-SECTIONS = ("aws", "azure", "drivers", "gcp", "image", "kubernetes", "local")
+@dataclass(frozen=True)
+class Sections:
+    """The config file's top-level tables the program knows: its own (cheap to list) and
+    those of plugins (looked up only when the file has a table not among its own). The
+    composition root says which: the kernel knows no provider or driver."""
+
+    builtin: tuple[str, ...] = ()
+    plugins: Callable[[], Iterable[str]] = tuple
 
 
-def _check_sections(config: Mapping[str, Any], path: Path) -> None:
-    strange = [key for key in config if key not in SECTIONS]
+def _check_sections(config: Mapping[str, Any], path: Path, sections: Sections) -> None:
+    strange = [key for key in config if key not in sections.builtin]
     if not strange:
         return
-    from providers.catalog import provider_names  # entry points: scanned only now
-    from providers.schema import unknown
+    from providers.core.schema import unknown
 
-    providers = set(provider_names())
+    plugins = set(sections.plugins())
+    names = sections.builtin
     for key in strange:
-        if key in providers:
+        if key in plugins:
             continue
         if isinstance(config[key], Mapping):
-            what = unknown("section", key, SECTIONS, spell=lambda name: f"[{name}]")
+            what = unknown("section", key, names, spell=lambda name: f"[{name}]")
             raise ConfigError(f"config file {path}: [{key}]: {what}")
         raise ConfigError(
             f"config file {path}: {key} = ...: a setting outside any section; put it under "
-            f"its section ({', '.join(f'[{name}]' for name in SECTIONS)})"
+            f"its section ({', '.join(f'[{name}]' for name in names)})"
         )
 
 
@@ -194,7 +195,7 @@ def config_model(settings: Settings, model: type[M], section: str) -> M:
     """The config's [section] as a `model` (absent: its defaults); anything wrong is a
     ConfigError naming the file, the table and the key. A reader with defaults of its own
     calls this only when the section is there: a run without one never imports pydantic."""
-    from providers import schema
+    from providers.core import schema
 
     place = schema.config_place(settings.paths.config_file, section)
     return schema.validate(model, settings.config.get(section, {}), place)
@@ -235,9 +236,13 @@ class Settings:
     progress: Callable[[int, int | None, str], None] = _no_progress
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, sections: Sections | None = None
+    ) -> Settings:
         env = dict(os.environ) if env is None else dict(env)
         paths = Paths.from_env(env)
         return cls(
-            paths=paths, config=load_config(paths.config_file, paths.config_named), env=env
+            paths=paths,
+            config=load_config(paths.config_file, paths.config_named, sections),
+            env=env,
         )

@@ -9,12 +9,15 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class AllocationUsage:
-    """One live allocation on this node. `ram_gib` in GiB; `expires` None means no lifetime."""
+    """One live allocation on this node. `ram_gib` in GiB; `expires` None means no lifetime.
+    A reservation (`alloc --at`) has `starts`: it holds [starts, expires), named by `label`."""
 
     driver: str
     cpu: int
     ram_gib: int
     expires: datetime | None
+    starts: datetime | None = None
+    label: str = ""
 
 
 class AllocationSource(Protocol):

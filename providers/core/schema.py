@@ -22,7 +22,7 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from providers.errors import ConfigError, ShoalError, UsageError, shown
+from providers.core.errors import ConfigError, ShoalError, UsageError, shown
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

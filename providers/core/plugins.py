@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Generic, TypeVar
 
-from providers.errors import ConfigError, UnknownNameError
+from providers.core.errors import ConfigError, UnknownNameError
 
 F = TypeVar("F")
 

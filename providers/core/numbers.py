@@ -2,7 +2,7 @@
 
 NaN compares false with everything, so `NaN < 0` lets it through every range check, and
 Infinity passes `>= 0`; either then breaks what uses it (a grace period that never ends,
-`NaN` in JSON that no parser reads). The models refuse them (providers/strict.py); these
+`NaN` in JSON that no parser reads). The models refuse them (providers/core/strict.py); these
 find them in free-form trees (a definition's options, config tables this command does not
 read) and keep them out of JSON decoding.
 """

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from providers.errors import ProviderUnreachableError, ShoalError
+from providers.core.errors import ProviderUnreachableError, ShoalError
 
 # Answers worth asking for again: the server may well answer otherwise in a moment.
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

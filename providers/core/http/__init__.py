@@ -4,7 +4,7 @@
 `import httpx` also imports `httpx._main` (its CLI) whenever click and rich are installed,
 which they always are beside shoal: about 50 ms of every process that makes a request, for
 code that never runs. Marking the module absent makes httpx take its own fallback. Import
-httpx through here (`from providers.http import httpx`) inside the functions that need it:
+httpx through here (`from providers.core.http import httpx`) inside the functions that need it:
 importing this package does not import httpx, asking it for `httpx` does.
 """
 

@@ -1,0 +1,420 @@
+"""The supervisor of one allocation: a small process that owns the workload and outlives the
+shoal command that started it, so that a lifetime ends on time with no shoal running.
+
+The drivers start it as `python -I -S .../drivers/supervise.py` (by path, in a session of its
+own): the standard library only, so it starts fast and needs no shoal on its `sys.path`. It
+reads its spec, one JSON object, on stdin.
+
+`process`: it starts the workload as its child, in a session of its own (the child writes its
+pid and start time into the workspace before it execs, as shoal's process driver always did),
+reports `{"pid", "start"}` (or why the workload could not start) on stdout and closes it. It
+is the subreaper of the workload's tree, so whatever the workload leaves behind stays its
+child. At the deadline, or when asked to stop (SIGTERM: `shoal free`), it sends SIGTERM to the
+workload's group and to every process marked with the allocation id, waits `grace` seconds,
+then sends SIGKILL. Once the tree is gone (by itself or so) it writes the outcome (exit code,
+signal, end time, why) into the workspace, `.shoal-outcome.json`, and exits.
+
+`container`: it waits on the engine for the container to stop (`POST /containers/ID/wait`)
+until the deadline, then stops it (`POST /containers/ID/stop?t=GRACE`: the engine's SIGTERM,
+grace, SIGKILL). A container that ends, or is removed, before its deadline ends it too.
+
+A supervisor killed with SIGKILL enforces nothing: the next shoal command finds the allocation
+past its lifetime and stops the workload itself (drivers.service.recover).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+PID_FILE = ".shoal-pid"  # the workload's identity: "PID START", written by the workload
+SUPERVISOR_FILE = ".shoal-supervisor"  # the supervisor's, written by the supervisor
+OUTCOME_FILE = ".shoal-outcome.json"  # how the workload ended
+LOG_FILE = "output.log"
+SUPERVISOR_LOG = ".shoal-supervise.log"  # the supervisor's own stderr (a crash, if any)
+KILL_WAIT_SECONDS = 5.0  # after SIGKILL: a process stuck in the kernel is given up on
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_LINGER_POLL_SECONDS = 1.0  # marked processes outside the tree are looked for this often
+_STOP_POLL_SECONDS = 0.05
+_ENGINE_RETRY_SECONDS = 2.0
+
+
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# -- processes: identity is a pid plus its kernel start time ---------------------------------
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("ascii", "replace")
+    except (OSError, ValueError):
+        return None
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> str | None:
+    fields = _stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def write_identity(path: str) -> None:
+    """Write "PID START" of the calling process to `path` (run after fork, before exec)."""
+    me = os.getpid()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, f"{me} {start_time(me)}".encode())
+    finally:
+        os.close(fd)
+
+
+def members(marker: bytes, parent: int) -> list[tuple[int, str]]:
+    """Live processes that carry the `NAME=value` marker in their environment, or whose
+    parent is `parent`: the workload's tree, wherever its members went."""
+    found = []
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        fields = _stat(int(name))
+        if not fields or len(fields) < 20 or fields[0] in ("Z", "X"):
+            continue
+        mine = fields[1] == str(parent)
+        if not mine:
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    mine = marker in fh.read().split(b"\0")
+            except OSError:
+                continue
+        if mine:
+            found.append((int(name), fields[19]))
+    return found
+
+
+def signal_exactly(pid: int, started: str, signum: int) -> None:
+    """Signal `pid` only while it is the process that started at `started` (a pidfd pins it)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if start_time(pid) == started:
+            signal.pidfd_send_signal(fd, signum)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): orphans of the workload's tree become our children."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def write_outcome(workspace: str, outcome: dict[str, Any]) -> None:
+    """Whole or not at all (a temporary file renamed into place); nothing once the workspace
+    is gone."""
+    if not os.path.isdir(workspace):
+        return
+    target = os.path.join(workspace, OUTCOME_FILE)
+    temporary = f"{target}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "w") as out:
+            json.dump(outcome, out)
+        os.replace(temporary, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+
+
+def exit_fields(status: int | None) -> dict[str, Any]:
+    """A wait status as the shell shows it: `exit_code` 0-255 (128+N after signal N) and the
+    signal's name."""
+    if status is None:
+        return {"exit_code": None, "signal": None}
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return {"exit_code": code, "signal": None}
+    try:
+        name: str | None = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return {"exit_code": 128 - code, "signal": name}
+
+
+# -- process mode ------------------------------------------------------------------------------
+
+
+def _report(answer: dict[str, Any]) -> None:
+    """The one line the driver waits for; then stdout goes, so the driver sees its end."""
+    # An error means the driver is gone: its cleanup finds the workload by the files.
+    with contextlib.suppress(OSError):
+        os.write(1, json.dumps(answer).encode() + b"\n")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)
+    os.close(null)
+
+
+def run_process(spec: dict[str, Any]) -> int:
+    import subprocess
+
+    workspace = str(spec["workspace"])
+    marker = str(spec["marker"]).encode()
+    deadline = spec.get("deadline")
+    grace = float(spec.get("grace", 10.0))
+    cpus = [int(c) for c in spec.get("cpus") or []]
+    ram_bytes = int(spec.get("ram_bytes") or 0)
+    pid_file = os.path.join(workspace, PID_FILE)
+
+    asked: list[int] = []
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda n, _frame: asked.append(n))
+    signal.signal(signal.SIGCHLD, lambda _n, _frame: None)  # only to be woken
+    subreaper = _become_subreaper()
+
+    def in_child() -> None:
+        # After fork, before exec: the workload records its own identity first.
+        write_identity(pid_file)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if ram_bytes:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_DATA, (ram_bytes, ram_bytes))
+
+    log = os.open(os.path.join(workspace, LOG_FILE), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        child = subprocess.Popen(
+            list(spec["argv"]),
+            cwd=workspace,
+            env=dict(spec["env"]),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=in_child,
+            close_fds=True,
+        )
+    except OSError as exc:  # not found, not executable, exec format: nothing started
+        _report({"error": "exec", "errno": exc.errno, "strerror": exc.strerror or str(exc)})
+        return 127
+    except subprocess.SubprocessError as exc:  # the limits could not be applied
+        _report({"error": "limits", "message": str(exc)})
+        return 126
+    finally:
+        os.close(log)
+    workload = child.pid
+    child.returncode = 0  # reaped below, by pid; Popen must not wait for it itself
+    _report({"pid": workload, "start": start_time(workload)})
+
+    status: int | None = None  # the workload's wait status, once it is reaped
+    ended = ""
+    reason = "exited"
+    term_at: float | None = None  # when SIGTERM went out
+    kill_at: float | None = None  # when SIGKILL went out
+    next_look = 0.0  # for marked processes outside the tree
+
+    def send(signum: int) -> None:
+        if status is None:  # not reaped yet: its pid, and so its group id, are still ours
+            with contextlib.suppress(OSError):
+                os.killpg(workload, signum)
+        for pid, started in members(marker, os.getpid()):
+            signal_exactly(pid, started, signum)
+
+    poller = select.poll()
+    poller.register(wake_read, select.POLLIN)
+    while True:
+        children = True
+        while True:
+            try:
+                pid, wait_status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                children = False
+                break
+            if pid == 0:
+                break
+            if pid == workload:
+                status, ended = wait_status, now_text()
+        now = time.time()
+        # Without children (or without the subreaper's view of the tree) the tree is over
+        # once no marked process is left; that is looked for now and then.
+        lingering = status is not None and (not children or not subreaper)
+        if lingering and (term_at is not None or now >= next_look):
+            next_look = now + _LINGER_POLL_SECONDS
+            if not members(marker, os.getpid()):
+                break
+        if term_at is None and (asked or (deadline is not None and now >= deadline)):
+            # A stop asked for at the deadline (shoal found it due a moment early) is expiry.
+            due = deadline is not None and now >= float(deadline) - 1.0
+            reason = "expired" if due else "stopped"
+            send(signal.SIGTERM)
+            term_at = now
+        elif term_at is not None and kill_at is None and now >= term_at + grace:
+            send(signal.SIGKILL)
+            kill_at = now
+        elif kill_at is not None:
+            if now >= kill_at + KILL_WAIT_SECONDS:
+                break  # stuck in the kernel: nothing more a signal can do
+            send(signal.SIGKILL)  # orphans reparented to us since
+        wait = _STOP_POLL_SECONDS if term_at is not None else 3600.0
+        if lingering:
+            wait = min(wait, _LINGER_POLL_SECONDS)
+        if deadline is not None and term_at is None:
+            wait = min(wait, max(float(deadline) - now, 0.0))
+        poller.poll(int(wait * 1000) + 1)
+        try:
+            while os.read(wake_read, 512):
+                pass
+        except BlockingIOError:
+            pass
+    write_outcome(
+        workspace,
+        {**exit_fields(status), "ended": ended or now_text(), "reason": reason, "by": "supervisor"},
+    )
+    return 0
+
+
+# -- the container engine, over the standard library's HTTP ------------------------------------
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def engine_open(
+    address: str, method: str, target: str, timeout: float | None
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """A request to the engine at `address` (unix:///path or tcp://host:port); the caller
+    reads the answer, then closes the connection. OSError when the engine cannot be reached."""
+    conn: http.client.HTTPConnection
+    if address.startswith("unix://"):
+        conn = _UnixConnection(address.removeprefix("unix://"), timeout)
+    else:
+        conn = http.client.HTTPConnection(address.split("://", 1)[-1], timeout=timeout)
+    try:
+        conn.request(method, target)
+        return conn, conn.getresponse()
+    except BaseException:
+        conn.close()
+        raise
+
+
+def engine_call(address: str, method: str, target: str, timeout: float | None) -> int:
+    """The status of a request whose answer is read whole (and dropped)."""
+    conn, response = engine_open(address, method, target, timeout)
+    try:
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def read_stream(response: http.client.HTTPResponse, size: int = 1 << 16) -> Iterator[bytes]:
+    while True:
+        chunk = response.read1(size)
+        if not chunk:
+            return
+        yield chunk
+
+
+def run_container(spec: dict[str, Any]) -> int:
+    address, api = str(spec["address"]), str(spec.get("api", "/v1.41"))
+    cid, deadline, grace = str(spec["container"]), float(spec["deadline"]), int(spec["grace"])
+    while True:
+        left = deadline - time.time()
+        if left <= 0:
+            break
+        try:
+            code = engine_call(address, "POST", f"{api}/containers/{cid}/wait", min(left, 3600))
+        except TimeoutError:
+            continue  # still running: look at the deadline again
+        except (OSError, http.client.HTTPException):  # the engine is away (a restart)
+            time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
+            continue
+        if code in (200, 404):
+            return 0  # it stopped, or was removed, before its deadline
+        time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
+    for _ in range(30):  # an engine that is away for a minute still gets the stop
+        try:
+            stop = f"{api}/containers/{cid}/stop?t={grace}"
+            code = engine_call(address, "POST", stop, grace + 60)
+        except (OSError, http.client.HTTPException):
+            code = 0
+        if code in (204, 304, 404):
+            return 0
+        time.sleep(_ENGINE_RETRY_SECONDS)
+    return 1
+
+
+def start_detached(spec: dict[str, Any]) -> tuple[int, str | None]:
+    """Start a supervisor for `spec`, in a session of its own, without waiting for it; its
+    pid and start time."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+        cwd="/",
+        env={"PATH": os.defpath},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.write(json.dumps(spec).encode())
+        proc.stdin.close()
+    proc.returncode = 0  # it outlives us: Popen must not warn when collected
+    return proc.pid, start_time(proc.pid)
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    if spec.get("mode") == "container":
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 1)
+        os.close(null)
+        return run_container(spec)
+    return run_process(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
