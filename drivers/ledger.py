@@ -1,8 +1,11 @@
 """The allocation ledger: one SQLite file under the state dir, shared by every shoal process.
 
-This module holds the allocation queries and state transitions; the SQLite file itself is
-`drivers.ledger_db`, the rows and statuses `drivers.ledger_rows`. It is the ledger's public
-face: callers import `Ledger`, `Allocation` and the statuses from here.
+This module holds the allocation rows' state transitions: reserving capacity (checked and
+written atomically), the sweep, readmission and status moves. It is the ledger's public
+face: callers import `Ledger`, `Allocation`, the statuses and `WaiterFits` from here.
+`Ledger` builds on `drivers.ledger_store` (plumbing, reads, usage), `drivers.ledger_windows`
+(reservations, capacity over time) and `drivers.ledger_waiters` (the `alloc --wait` queue);
+the SQLite file itself is `drivers.ledger_db`, the rows and statuses `drivers.ledger_rows`.
 
 Capacity is checked and the reservation written in one `BEGIN IMMEDIATE` transaction, which
 SQLite serialises across processes, so N racing `shoal alloc` never oversubscribe. A row is
@@ -20,14 +23,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from drivers import procinfo
-from drivers.ledger_db import LedgerDb, patiently
 from drivers.ledger_rows import (
     ALL_STATUSES,
     ALLOCATED,
@@ -47,24 +47,21 @@ from drivers.ledger_rows import (
     RESERVED,
     Allocation,
     stamp,
-    summary_row,
     unstamp,
 )
-from providers.core.errors import LedgerCorruptError, NotFoundError
-from providers.core.usage import AllocationUsage
+from drivers.ledger_store import HOLDING_SQL, sql_in
+from drivers.ledger_waiters import LedgerWaiters, WaiterFits
+from drivers.ledger_windows import CANCELLED
 
 if TYPE_CHECKING:
-    from drivers.timeline import Fit, Span, Waiter
+    from drivers.timeline import Span, Waiter
     from drivers.types import Resources
-
-# Decides whether a queued request fits beside a given node usage (the driver's capacity
-# check for that waiter's definition): how a shoal judges the waiters ahead of it.
-WaiterFits = Callable[["Waiter", "Resources"], int]
 
 __all__ = [
     "ALLOCATED",
     "ALLOCATING",
     "ALL_STATUSES",
+    "CANCELLED",
     "EXPIRED",
     "FAILED",
     "FREED",
@@ -79,89 +76,15 @@ __all__ = [
     "RESERVED",
     "Allocation",
     "Ledger",
+    "WaiterFits",
 ]
 
-CANCELLED = "reservation cancelled"  # the note of a reservation `free` cancelled
 # A remote capacity check runs outside the lock this many times before it is run inside.
 OPTIMISTIC_TRIES = 3
 
 
-def _sql_in(statuses: tuple[str, ...]) -> str:
-    """`('A', 'B')` for `status IN ...`: the status sets are named once, in ledger_rows."""
-    return "(" + ", ".join(f"'{s}'" for s in statuses) + ")"
-
-
-_HOLDING_SQL = _sql_in(HOLDING)
-_LOCAL_SETTLED_SQL = _sql_in((ALLOCATED, FREEING, ORPHANED))  # ALLOCATING is checked by owner
-_NOT_ENDED_SQL = _sql_in(NOT_ENDED)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class Ledger:
-    def __init__(self, path: Path, clock: Callable[[], datetime] = _now) -> None:
-        """Reads of a ledger that does not exist see it empty; the first write creates it.
-        `clock` tells the time for windows, reservations and rows (tests move it)."""
-        self._db = LedgerDb(path)
-        self.clock = clock
-        self._ring_pending = False
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction; waiters are rung after it commits if it freed capacity."""
-        self._ring_pending = False
-        with self._db.transaction() as conn:
-            yield conn
-        if self._ring_pending:
-            self._ring_pending = False
-            self.ring_waiters()
-
-    def data_version(self) -> int:
-        return self._db.data_version()
-
-    @property
-    def path(self) -> Path:
-        return self._db.path
-
-    @property
-    def exists(self) -> bool:
-        return self._db.exists
-
-    def close(self) -> None:
-        self._db.close()
-
-    # -- orphans -------------------------------------------------------------------------
-
-    def _sweep(self, conn: sqlite3.Connection, now: str) -> None:
-        lapsed = conn.execute(
-            "UPDATE allocations SET status=?, updated=?, note='not claimed by ' || claim_by || "
-            "'; its capacity was freed' WHERE status=? AND claim_by <= ?",
-            (LAPSED, now, RESERVED, now),
-        ).rowcount
-        if lapsed:
-            self._ring_pending = True
-        rows = conn.execute(
-            "SELECT id, owner_pid, owner_start, status, note FROM allocations "
-            f"WHERE status IN {_sql_in(IN_FLIGHT)}"
-        ).fetchall()
-        for row_id, pid, started, status, note in rows:
-            if pid is not None and procinfo.is_alive(pid, started):
-                continue
-            # An interrupted allocate may hold a workload (cleaned up as ORPHANED); an
-            # interrupted free goes back to what it was before (ALLOCATED, GONE, ORPHANED,
-            # EXPIRED).
-            new_status = ORPHANED
-            if status == FREEING:
-                before = (note or "").removeprefix(FREEING_FROM)
-                restorable = (ALLOCATED, GONE, ORPHANED, EXPIRED)
-                new_status = before if before in restorable else ALLOCATED
-            conn.execute(
-                "UPDATE allocations SET status=?, updated=?, owner_pid=NULL, owner_start=NULL, "
-                "note=? WHERE id=?",
-                (new_status, now, f"owner process {pid} died during {status.lower()}", row_id),
-            )
+class Ledger(LedgerWaiters):
+    """The allocation ledger; `Ledger(path, clock)` (see LedgerStore) reads and writes it."""
 
     def sweep(self) -> list[Allocation]:
         """Release rows whose owner died, lapse unclaimed reservations, drop dead waiters;
@@ -171,7 +94,7 @@ class Ledger:
         now = stamp(self.clock())
         rows = self._db.query(
             "SELECT id, owner_pid, owner_start FROM allocations "
-            f"WHERE status IN {_sql_in((*IN_FLIGHT, ORPHANED))}"
+            f"WHERE status IN {sql_in((*IN_FLIGHT, ORPHANED))}"
         )
         dead = [r for r in rows if r[1] is None or not procinfo.is_alive(r[1], r[2])]
         due = self._db.query(
@@ -183,167 +106,6 @@ class Ledger:
         with self._write() as conn:
             self._sweep(conn, now)
         return self.with_status(ORPHANED)
-
-    # -- usage ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _usage(conn: sqlite3.Connection, remote_driver: str | None = None) -> Resources:
-        """What local drivers hold of this node; for a remote driver, what it holds itself."""
-        from drivers.types import Resources
-
-        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
-        cpu, ram, count, multi, cpu_ob, ram_ob = conn.execute(
-            "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
-            "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
-            "COALESCE(MIN(ram_overbook), 0) FROM allocations "
-            f"WHERE status IN {_HOLDING_SQL} AND {scope}",
-            () if remote_driver is None else (remote_driver,),
-        ).fetchone()
-        if count == 0:
-            return Resources()
-        return Resources(
-            cpu=cpu,
-            ram=ram,
-            multitenancy=bool(multi),
-            cpu_overbook=bool(cpu_ob),
-            ram_overbook=bool(ram_ob),
-        )
-
-    def node_usage(self, remote_driver: str | None = None) -> Resources:
-        if not self.exists:
-            from drivers.types import Resources
-
-            return Resources()
-        try:
-            return patiently(lambda: self._usage(self._db.conn(), remote_driver))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
-
-    def active_local_usage(self) -> list[AllocationUsage]:
-        """Usage grouped by driver and expiry (SQLite sums; a big ledger stays cheap), then
-        the reservations still to be claimed (`starts` set: they hold from then)."""
-        settled = self._db.query(
-            "SELECT driver, SUM(cpu), SUM(ram), expires FROM allocations "
-            f"WHERE status IN {_LOCAL_SETTLED_SQL} AND is_remote = 0 "
-            "GROUP BY driver, expires"
-        )
-        in_flight = self._db.query(
-            "SELECT driver, cpu, ram, expires, owner_pid, owner_start FROM allocations "
-            "WHERE status = 'ALLOCATING' AND is_remote = 0"
-        )
-        rows = [(d, c, r, e) for d, c, r, e in settled] + [
-            (d, c, r, e)
-            for d, c, r, e, pid, started in in_flight
-            # An allocation whose shoal died mid-way holds nothing, even before cleanup.
-            if pid is not None and procinfo.is_alive(pid, started)
-        ]
-        return [
-            AllocationUsage(driver=d, cpu=c, ram_gib=r, expires=unstamp(e) if e else None)
-            for d, c, r, e in rows
-        ] + self.reservations()
-
-    def reservations(self) -> list[AllocationUsage]:
-        """Local reservations still to be claimed, each holding from its window's start."""
-        rows = self._db.query(
-            "SELECT driver, cpu, ram, expires, starts, id FROM allocations "
-            "WHERE status=? AND is_remote = 0 AND claim_by > ? ORDER BY starts, id",
-            (RESERVED, stamp(self.clock())),
-        )
-        return [
-            AllocationUsage(
-                driver=d, cpu=c, ram_gib=r, expires=unstamp(e), starts=unstamp(st), label=i
-            )
-            for d, c, r, e, st, i in rows
-        ]
-
-    # -- windows -------------------------------------------------------------------------
-
-    def _spans(
-        self, conn: sqlite3.Connection, remote_driver: str | None, now: datetime
-    ) -> list[Span]:
-        """What holds capacity of this scope over time: allocations from now until their
-        expiry (overdue or without one: until freed), reservations over their windows."""
-        from drivers.timeline import Span
-
-        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
-        args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
-        spans: list[Span] = []
-        for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(
-            "SELECT expires, SUM(cpu), SUM(ram), COUNT(*), MIN(multitenancy), "
-            "MIN(cpu_overbook), MIN(ram_overbook), MIN(id) FROM allocations "
-            f"WHERE status IN {_HOLDING_SQL} AND {scope} GROUP BY expires",
-            args,
-        ):
-            end = unstamp(expires) if expires else None
-            spans.append(
-                Span(
-                    cpu=cpu, ram=ram, count=count, multitenancy=bool(multi),
-                    cpu_overbook=bool(cpu_ob), ram_overbook=bool(ram_ob),
-                    end=end if end is not None and end > now else None, label=first,
-                )
-            )  # fmt: skip
-        for row_id, starts, expires, cpu, ram, multi, cpu_ob, ram_ob in conn.execute(
-            "SELECT id, starts, expires, cpu, ram, multitenancy, cpu_overbook, ram_overbook "
-            f"FROM allocations WHERE status=? AND claim_by > ? AND {scope}",
-            (RESERVED, stamp(now), *args),
-        ):
-            spans.append(
-                Span(
-                    cpu=cpu, ram=ram, multitenancy=bool(multi), cpu_overbook=bool(cpu_ob),
-                    ram_overbook=bool(ram_ob), start=unstamp(starts), end=unstamp(expires),
-                    label=row_id, reserved=True,
-                )
-            )  # fmt: skip
-        return spans
-
-    def fit_window(
-        self,
-        fits: Callable[[Resources], int],
-        *,
-        remote_driver: str | None = None,
-        start: datetime | None = None,
-        end: datetime | None = None,
-    ) -> Fit:
-        """How many fit over [start, end) (default: from now, until freed), counting the
-        reservations that overlap it; nothing is written."""
-        from drivers.timeline import window_fit
-
-        now = self.clock()
-        begin = start or now
-        if not self.exists:
-            return window_fit([], begin, end, fits)
-        try:
-            spans = patiently(lambda: self._spans(self._db.conn(), remote_driver, now))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
-        return window_fit(spans, begin, end, fits)
-
-    def expected_back(
-        self, fits: Callable[[Resources], int], life: timedelta | None
-    ) -> tuple[datetime, str] | None:
-        """When a request of this lifetime next fits as local holdings end, and what ends."""
-        from drivers.timeline import next_fit
-
-        if not self.exists:
-            return None
-        now = self.clock()
-        try:
-            spans = patiently(lambda: self._spans(self._db.conn(), None, now))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
-        return next_fit(spans, now, life, fits)
-
-    def next_release(self) -> datetime | None:
-        """The next time capacity comes back with nobody writing: an allocation's expiry or
-        a reservation's claim deadline."""
-        now = stamp(self.clock())
-        rows = self._db.query(
-            "SELECT MIN(t) FROM (SELECT MIN(expires) AS t FROM allocations WHERE status IN "
-            f"{_HOLDING_SQL} AND expires > ? UNION ALL SELECT MIN(claim_by) FROM allocations "
-            "WHERE status=? AND claim_by > ?)",
-            (now, RESERVED, now),
-        )
-        return unstamp(rows[0][0]) if rows and rows[0][0] else None
 
     # -- writes --------------------------------------------------------------------------
 
@@ -488,7 +250,7 @@ class Ledger:
         scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
         sql = (
             "SELECT COALESCE(group_concat(id || ':' || status, ','), '') FROM (SELECT id, "
-            f"status FROM allocations WHERE status IN {_HOLDING_SQL} AND {scope} ORDER BY id)"
+            f"status FROM allocations WHERE status IN {HOLDING_SQL} AND {scope} ORDER BY id)"
         )
         args = () if remote_driver is None else (remote_driver,)
         if conn is not None:
@@ -616,251 +378,3 @@ class Ledger:
             if moved and status not in (*HOLDING, RESERVED):
                 self._ring_pending = True  # capacity came back: the waiters may fit now
         return moved == 1
-
-    # -- reservations ----------------------------------------------------------------------
-
-    def claim(
-        self, alloc_id: str, definition: dict[str, Any], metadata: dict[str, Any]
-    ) -> Allocation:
-        """RESERVED -> ALLOCATING for this shoal, from its window's start until it lapses; the
-        definition and metadata become the claim's. Anything else is refused with what the
-        row is."""
-        pid, started = procinfo.self_identity()
-        with self._write() as conn:
-            now = stamp(self.clock())
-            self._sweep(conn, now)  # a reservation past its claim deadline lapses first
-            moved = conn.execute(
-                "UPDATE allocations SET status=?, updated=?, definition=?, metadata=?, "
-                "owner_pid=?, owner_start=?, note=? "
-                "WHERE id=? AND status=? AND starts <= ? AND claim_by > ?",
-                (ALLOCATING, now, json.dumps(definition), json.dumps(metadata), pid, started,
-                 "claimed reservation", alloc_id, RESERVED, now, now),
-            ).rowcount  # fmt: skip
-        if not moved:
-            raise self.unclaimable(self.get(alloc_id))
-        return self.get(alloc_id)
-
-    def unclaimable(self, row: Allocation) -> Exception:
-        """Why `alloc --reservation` cannot claim this row now."""
-        from drivers.timeline import duration_text
-        from providers.core.errors import RetryableError, UsageError
-        from providers.core.wire import format_time
-
-        if row.status == RESERVED and row.starts:
-            begins = unstamp(row.starts)
-            return RetryableError(
-                f"reservation {row.id} starts at {format_time(begins)} (in "
-                f"{duration_text(begins - self.clock())}); claim it from then (--wait waits)"
-            )
-        if row.status == LAPSED:
-            return UsageError(f"reservation {row.id} lapsed: {row.note}; book another")
-        if row.starts and row.status == FREED and row.note == CANCELLED:
-            return UsageError(f"reservation {row.id} was cancelled ({row.updated}); book another")
-        if row.starts:
-            return UsageError(f"reservation {row.id} was already claimed (it is {row.status})")
-        return UsageError(
-            f"{row.id} is an allocation ({row.status}), not a reservation; reservations are "
-            "RESERVED in `shoal status`"
-        )
-
-    # -- waiters ---------------------------------------------------------------------------
-
-    def enqueue(
-        self,
-        *,
-        driver: str,
-        definition: dict[str, Any],
-        resources: Resources,
-        life: timedelta | None,
-        is_remote: bool,
-        token: str,
-    ) -> int:
-        """Queue an `alloc --wait` (its arrival order is the id) with its doorbell's token."""
-        pid, started = procinfo.self_identity()
-        with self._write() as conn:
-            cursor = conn.execute(
-                "INSERT INTO waiters (driver, definition, cpu, ram, multitenancy, cpu_overbook, "
-                "ram_overbook, life_seconds, is_remote, token, owner_pid, owner_start, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    driver, json.dumps(definition), resources.cpu, resources.ram,
-                    int(resources.multitenancy), int(resources.cpu_overbook),
-                    int(resources.ram_overbook), life.total_seconds() if life else None,
-                    int(is_remote), token, pid, started, stamp(self.clock()),
-                ),
-            )  # fmt: skip
-            return int(cursor.lastrowid or 0)
-
-    def leave(self, waiter: int) -> None:
-        """Leave the queue without allocating: those behind may fit now, so they are rung."""
-        with self._write() as conn:
-            if conn.execute("DELETE FROM waiters WHERE id=?", (waiter,)).rowcount:
-                self._ring_pending = True
-
-    _WAITER_COLUMNS = (
-        "id, driver, definition, cpu, ram, multitenancy, cpu_overbook, ram_overbook, "
-        "life_seconds, token, owner_pid, owner_start"
-    )
-
-    @staticmethod
-    def _waiter(row: tuple[Any, ...]) -> Waiter:
-        from drivers.timeline import Waiter
-
-        return Waiter(
-            id=row[0], driver=row[1], definition=json.loads(row[2]), cpu=row[3], ram=row[4],
-            multitenancy=bool(row[5]), cpu_overbook=bool(row[6]), ram_overbook=bool(row[7]),
-            life=timedelta(seconds=row[8]) if row[8] else None, token=row[9],
-            owner_pid=row[10], owner_start=row[11],
-        )  # fmt: skip
-
-    def _waiters(
-        self, conn: sqlite3.Connection, driver: str, before: int | None = None
-    ) -> list[Waiter]:
-        sql = f"SELECT {self._WAITER_COLUMNS} FROM waiters WHERE driver=?"
-        args: tuple[Any, ...] = (driver,)
-        if before is not None:
-            sql += " AND id < ?"
-            args += (before,)
-        return [self._waiter(r) for r in conn.execute(sql + " ORDER BY id", args)]
-
-    @staticmethod
-    def _alive(waiter: Waiter) -> bool:
-        return waiter.owner_pid is not None and procinfo.is_alive(
-            waiter.owner_pid, waiter.owner_start
-        )
-
-    def _drop_waiters(self, conn: sqlite3.Connection, dead: list[Waiter]) -> None:
-        from drivers import doorbell
-
-        for waiter in dead:
-            conn.execute("DELETE FROM waiters WHERE id=?", (waiter.id,))
-            doorbell.forget(doorbell.bell_dir(self.path), waiter.token)
-        if dead:
-            self._ring_pending = True
-
-    def _sweep_waiters(self) -> None:
-        """Drop the queue places of shoals that died waiting (kill -9)."""
-        rows = self._db.query(f"SELECT {self._WAITER_COLUMNS} FROM waiters")
-        dead = [w for w in map(self._waiter, rows) if not self._alive(w)]
-        if dead:
-            with self._write() as conn:
-                self._drop_waiters(conn, dead)
-
-    def waiting(self, driver: str, before: int | None = None) -> list[Waiter]:
-        """The queue of a driver, in arrival order (only those before `before`, if given)."""
-        try:
-            return patiently(lambda: self._waiters(self._db.conn(), driver, before))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
-
-    def ahead(self, waiter: int, driver: str) -> int:
-        """How many of its driver's waiters came before this one."""
-        rows = self._db.query(
-            "SELECT COUNT(*) FROM waiters WHERE driver=? AND id < ?", (driver, waiter)
-        )
-        return int(rows[0][0]) if rows else 0
-
-    def leads(self, waiter: int, driver: str) -> bool:
-        """Whether this waiter is first of its driver's queue, or the first is dead."""
-        rows = self._db.query(
-            "SELECT id, owner_pid, owner_start FROM waiters WHERE driver=? ORDER BY id LIMIT 1",
-            (driver,),
-        )
-        if not rows or rows[0][0] == waiter:
-            return True
-        pid, started = rows[0][1], rows[0][2]
-        return pid is None or not procinfo.is_alive(pid, started)
-
-    def served_now(self, driver: str, queue: WaiterFits) -> list[Waiter]:
-        """The waiters of a local driver that fit now, first come first served (a read)."""
-        from drivers.timeline import serve_in_order
-
-        def read() -> list[Waiter]:
-            conn = self._db.conn()
-            now = self.clock()
-            spans = self._spans(conn, None, now)
-            served, _ = serve_in_order(self._waiters(conn, driver), spans, now, queue, self._alive)
-            return served
-
-        try:
-            return patiently(read)
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
-
-    def ring_waiters(self) -> None:
-        """Wake the first live waiter of each driver; it works out who fits (and wakes them).
-        A waiter whose pipe nobody holds is dead: its place is dropped and the next rung."""
-        from drivers import doorbell
-        from providers.core.errors import ShoalError
-
-        directory = doorbell.bell_dir(self.path)
-        rung: set[str] = set()
-        try:
-            rows = self._db.query("SELECT id, driver, token FROM waiters ORDER BY id")
-            dead: list[tuple[int, str]] = []
-            for waiter, driver, token in rows:
-                if driver in rung:
-                    continue
-                if doorbell.ring(directory, token):
-                    rung.add(driver)
-                else:
-                    dead.append((waiter, token))  # and on to the next one of its driver
-            if dead:
-                with self._db.transaction() as conn:
-                    for waiter, _ in dead:
-                        conn.execute("DELETE FROM waiters WHERE id=?", (waiter,))
-                for _, token in dead:
-                    doorbell.forget(directory, token)
-        except ShoalError:
-            return  # a courtesy: the waiters' own slow tick catches up
-
-    # -- reads ---------------------------------------------------------------------------
-
-    def get(self, alloc_id: str) -> Allocation:
-        rows = self._db.query(f"SELECT {COLUMNS} FROM allocations WHERE id=?", (alloc_id,))
-        if not rows:
-            raise NotFoundError(f"no allocation {alloc_id!r}; `shoal status` lists them")
-        return Allocation.from_row(rows[0])
-
-    def with_status(self, *statuses: str) -> list[Allocation]:
-        marks = ", ".join("?" * len(statuses))
-        rows = self._db.query(
-            f"SELECT {COLUMNS} FROM allocations WHERE status IN ({marks}) ORDER BY created",
-            statuses,
-        )
-        return [Allocation.from_row(r) for r in rows]
-
-    def expired(self, now: datetime) -> list[Allocation]:
-        rows = self._db.query(
-            f"SELECT {COLUMNS} FROM allocations WHERE status IN ('ALLOCATED', 'GONE') "
-            "AND expires IS NOT NULL AND expires <= ? ORDER BY expires",
-            (stamp(now),),
-        )
-        return [Allocation.from_row(r) for r in rows]
-
-    def summaries(self, *, include_ended: bool) -> list[dict[str, Any]]:
-        where = "" if include_ended else f"WHERE status IN {_NOT_ENDED_SQL}"
-        rows = self._db.query(
-            "SELECT id, driver, status, cpu, ram, created, expires, updated, note "
-            f"FROM allocations {where} ORDER BY created"
-        )
-        return [summary_row(r) for r in rows]
-
-    def summaries_json(self, *, include_ended: bool) -> list[str]:
-        """The same rows as `summaries`, each already JSON text, built by SQLite itself.
-
-        Listing 10,000 allocations then costs what SQLite costs, not a Python dict and a
-        json.dumps per row; without SQLite's JSON functions it falls back to Python.
-        """
-        where = "" if include_ended else f"WHERE status IN {_NOT_ENDED_SQL}"
-        try:
-            rows = self._db.query(
-                "SELECT json_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, "
-                "'ram', ram, 'created', created, 'expires', expires, 'updated', updated, "
-                f"'note', note) FROM allocations {where} ORDER BY created"
-            )
-        except LedgerCorruptError as exc:
-            if "json_object" not in str(exc):
-                raise
-            return [json.dumps(row) for row in self.summaries(include_ended=include_ended)]
-        return [r[0] for r in rows]

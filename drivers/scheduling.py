@@ -128,7 +128,7 @@ def wait_for_room(
     queue and holds nothing."""
     from drivers import doorbell
     from drivers.definition import expires_at
-    from drivers.service import _capacity
+    from drivers.service_context import _capacity
     from providers.core.wire import to_wire
 
     refuse_impossible(driver, definition, "--wait")
@@ -224,7 +224,7 @@ def wait_for_room(
                         with contextlib.suppress(ShoalError):
                             recover(ctx)  # an expiry passed: record it, so its room counts
     finally:
-        from drivers.service import _no_interrupts
+        from drivers.service_context import _no_interrupts
 
         with _no_interrupts():
             if place is not None:
@@ -278,7 +278,7 @@ def _timed_out(
     place: int | None,
     waited: float,
 ) -> RetryableError:
-    from drivers.service import _capacity
+    from drivers.service_context import _capacity
     from drivers.timeline import duration_text
 
     res = definition.resources
@@ -320,7 +320,8 @@ def book(
     ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any], at: datetime
 ) -> AllocationView:
     """Book capacity for [at, at + lifetime) without starting anything: a RESERVED row."""
-    from drivers.service import _capacity, check_metadata, describe, prepare, recover
+    from drivers.service import check_metadata, describe, prepare, recover
+    from drivers.service_context import _capacity
     from providers.core.wire import format_time, to_wire
 
     driver = prepare(ctx, definition)
@@ -382,7 +383,8 @@ def claim(
     leaves it RESERVED (to claim again until it lapses)."""
     from drivers import ledger as L
     from drivers.ledger_rows import unstamp
-    from drivers.service import _bring_up, check_metadata, prepare, recover
+    from drivers.service import check_metadata, prepare, recover
+    from drivers.service_alloc import _bring_up
     from providers.core.wire import to_wire
 
     row = ctx.ledger.get(alloc_id)

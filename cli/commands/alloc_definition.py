@@ -1,0 +1,110 @@
+"""`alloc`'s definition: read from a file or stdin, with flags and KEY=VALUE pairs over it."""
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from providers.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from drivers.types import LabelDefinition
+
+
+def parse_pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for raw in values or []:
+        key, sep, value = raw.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
+        if parse_json:
+            from providers.core.numbers import reject_constant
+
+            try:
+                # NaN/Infinity stay strings, which the option's type check then refuses.
+                out[key] = json.loads(value, parse_constant=reject_constant)
+            except (ValueError, RecursionError):
+                out[key] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _utf8(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{source}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+            "save the definition as UTF-8"
+        ) from None
+
+
+def _read_definition(path: str) -> tuple[str, str]:
+    if path == "-":
+        return _utf8(sys.stdin.buffer.read(), "<stdin>"), "<stdin>"
+    try:
+        with open(path, "rb") as fh:
+            return _utf8(fh.read(), path), path
+    except FileNotFoundError:
+        raise UsageError(
+            f"DEFINITION {path!r}: no such file; give a JSON/YAML file or - for stdin"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"DEFINITION {path!r}: cannot read: {exc}") from None
+
+
+def build_definition(
+    path: str | None,
+    driver: str | None,
+    cpu: int | None,
+    ram: int | None,
+    lifetime: str | None,
+    options: dict[str, Any],
+    multitenancy: bool | None,
+    cpu_overbook: bool | None,
+    ram_overbook: bool | None,
+    base: dict[str, Any] | None = None,
+) -> "LabelDefinition":
+    """The definition from a file (or stdin) and flags; `base` (a reservation's booked
+    definition) is what they add to and override."""
+    from drivers import definition as defs
+
+    if path is not None:
+        text, source = _read_definition(path)
+        data = defs.parse_document(text, source)
+        if not isinstance(data, dict):
+            raise UsageError(f"{source}: a definition is an object with driver, resources, options")
+    else:
+        data, source = {}, "definition"
+    if base is not None:
+        data = _overlay(base, data)
+    resources = data.setdefault("resources", {})
+    if not isinstance(resources, dict):
+        raise UsageError(f"{source}: resources must be an object")
+    flags = {
+        "cpu": cpu,
+        "ram": ram,
+        "lifetime": lifetime,
+        "multitenancy": multitenancy,
+        "cpu_overbook": cpu_overbook,
+        "ram_overbook": ram_overbook,
+    }
+    resources.update({k: v for k, v in flags.items() if v is not None})
+    if driver:
+        data["driver"] = driver
+    if options:
+        merged = data.setdefault("options", {})
+        if not isinstance(merged, dict):
+            raise UsageError(f"{source}: options must be an object")
+        merged.update(options)
+    return defs.build(data, source)
+
+
+def _overlay(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`top` over `base`, one level into `resources` and `options` (as flags over a file)."""
+    merged = {**base, **top}
+    for key in ("resources", "options"):
+        below, above = base.get(key), top.get(key)
+        if isinstance(below, dict) and isinstance(above, dict):
+            merged[key] = {**below, **above}
+    return merged

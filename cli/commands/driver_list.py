@@ -1,0 +1,39 @@
+"""`drivers`: list the configured driver instances, secrets in their config hidden."""
+
+import json
+
+import typer
+
+from cli import output
+from cli.commands.catalog import JsonOpt, OutputOpt
+from cli.state import state
+
+
+def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
+    """List the driver instances (name/instance) to allocate on.
+
+    Instances come from the config's [drivers] tables; a built-in driver with none
+    configured has one called default. --driver takes either form (test, test/dev).
+
+    \b
+    Examples:
+      shoal drivers
+      shoal --config ./ci.toml drivers --json
+    """
+    as_json = output.select(as_json, output_format)
+    from drivers.registry import driver_list
+    from providers.core.errors import is_secret_name
+
+    # A token or password in a driver's table is configuration, not output.
+    listed = {
+        name: {k: "(hidden)" if is_secret_name(k) else v for k, v in cfg.items()}
+        for name, cfg in driver_list(state(ctx).settings()).items()
+    }
+    if as_json:
+        output.emit_json([{"name": name, "config": cfg} for name, cfg in listed.items()])
+        return
+    output.table(
+        "drivers",
+        ["Driver", "Config"],
+        [[n, json.dumps(c) if c else None] for n, c in listed.items()],
+    )

@@ -1,0 +1,101 @@
+"""`free`: free allocations by id, every expired one, or one in a driver's shared backend."""
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from cli import output
+from cli.commands.catalog import JsonOpt, OutputOpt
+from cli.commands.driver_service import flush_warnings, open_service
+from providers.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from drivers.service import Drivers
+    from drivers.views import FreeResult
+
+
+def free(
+    ctx: typer.Context,
+    alloc_ids: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[ID]...", help="Allocation id(s) to free.", show_default=False),
+    ] = None,
+    expired: Annotated[
+        bool, typer.Option("--expired", help="Free every allocation past its lifetime.")
+    ] = False,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            metavar="DRIVER",
+            help="Free ID in DRIVER's shared backend even if another machine made it "
+            "(see status --remote).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
+) -> None:
+    """Free allocations and record each; freeing twice is harmless.
+
+    Give IDs or --expired. Every ID is tried even when one fails; the exit code is then
+    the first failure's.
+
+    \b
+    Examples:
+      shoal free process-35473a1e
+      shoal free test-4b113fb1 test-e5f2cb7f --json
+      shoal free --expired
+      shoal free --remote kubernetes kubernetes-9f2c41d0
+    """
+    as_json = output.select(as_json, output_format)
+    from drivers import service
+
+    ids = list(dict.fromkeys(alloc_ids or []))
+    if bool(ids) == expired:
+        raise UsageError("give allocation IDs or --expired (not both)")
+    if remote is not None and not ids:
+        raise UsageError("--remote frees the allocations you name: give their IDs")
+    svc = open_service(ctx)
+    code = 0
+    try:
+        if expired:
+            results = service.free_expired(svc)
+        elif len(ids) == 1:  # one: its error is the command's, as it always was
+            one = ids[0]
+            freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
+            results = [freed]
+        else:
+            results, code = _free_each(svc, ids, remote)
+    finally:
+        flush_warnings(svc)
+    from drivers.views import ERROR
+
+    if as_json:
+        shown = [r.to_json() for r in results]
+        output.emit_json(shown if expired or len(ids) > 1 else shown[0])
+    else:
+        for r in results:
+            (output.error if r.status == ERROR else output.message)(r.message)
+    if code or any(r.status == ERROR for r in results):
+        raise typer.Exit(code or 1)
+
+
+def _free_each(
+    svc: "Drivers", ids: list[str], remote: str | None
+) -> "tuple[list[FreeResult], int]":
+    """Free every id, going on past failures; the first failure's exit code."""
+    from cli.exit_codes import exit_code_for
+    from drivers import service
+    from drivers.views import ERROR, FreeResult
+    from providers.core.errors import ShoalError
+
+    results: list[FreeResult] = []
+    code = 0
+    for one in ids:
+        try:
+            freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
+        except ShoalError as exc:
+            code = code or int(exit_code_for(exc))
+            freed = FreeResult(one, ERROR, False, str(exc))
+        results.append(freed)
+    return results, code
