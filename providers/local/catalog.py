@@ -245,8 +245,10 @@ class LocalCatalog:
     def _held_at(
         usages: list[AllocationUsage], at: datetime, now: datetime
     ) -> list[AllocationUsage]:
-        """What holds the host at `at`: allocations until their expiry (an overdue one until
-        it is freed, which has no known time), reservations over their windows."""
+        """What holds the host at `at`: allocations until their expiry, reservations over
+        their windows. (An overdue allocation, if a usage source still gives one, counts
+        throughout: nothing says when it will go. The CLI's source gives none: supervisors
+        end workloads at their expiry.)"""
         return [
             u
             for u in usages
@@ -289,9 +291,8 @@ class LocalCatalog:
         self._check_region(opts.region)
         if not self._selected(opts):
             return []
-        # Every allocation the ledger holds counts, even an overdue one: it holds the host
-        # until it is freed, and the drivers' capacity check counts it too. So does a
-        # reservation whose window has begun: nobody else may take its room.
+        # Every allocation the usage source gives counts, and so does a reservation whose
+        # window has begun: nobody else may take its room.
         usages = self._usages()
         now = utcnow()
         schedule = self._schedule(usages, now, None, now)
@@ -316,8 +317,8 @@ class LocalCatalog:
             return {}
         usages = self._usages()
         now = utcnow()
-        # An allocation frees the host at its expiry; an overdue one (expiry already past)
-        # is still held until it is freed, which has no known time: it counts throughout.
+        # An allocation frees the host at its expiry; an overdue one a source still gives
+        # (expiry already past) has no known end: it counts throughout.
         # Keys are whole seconds: an expiry's point is the next whole second, so it never
         # overwrites the start's key and its view already shows the capacity returned.
         # A reservation holds from its window's start to its end, which add points the same way.
