@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date, time
 from typing import TYPE_CHECKING, Any
 
 from providers.core.errors import ConfigError, UnknownNameError, UsageError
+from providers.core.numbers import leaves
 from providers.core.plugins import LazyRegistry
 from providers.core.settings import Settings, config_section
 
@@ -78,24 +79,13 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
             what = unknown("driver", kind, _REGISTRY.names())
             raise ConfigError(f'{where}: [drivers."{full}"]: {kind!r}: {what}')
         # The config reaches the driver as JSON, which has no dates (a built-in driver's
-        # model would refuse one anyway; here the key can still be named).
-        for key, value in _dates(config):
+        # model would refuse one anyway; here the key can still be named). A datetime is a date.
+        for key, value in leaves(config, lambda v: isinstance(v, (date, time))):
             raise ConfigError(
                 f'{where}: [drivers."{full}"] {key}: expected a number, string, boolean, '
                 f"list or table, got a TOML date or time {value.isoformat()}"
             )
     return out
-
-
-def _dates(tree: Any, path: str = "") -> Iterator[tuple[str, date | time]]:
-    if isinstance(tree, (date, time)):  # a datetime is a date
-        yield path, tree
-    elif isinstance(tree, dict):
-        for key, value in tree.items():
-            yield from _dates(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(tree, list):
-        for i, value in enumerate(tree):
-            yield from _dates(value, f"{path}[{i}]")
 
 
 def driver_list(settings: Settings) -> dict[str, dict[str, Any]]:

@@ -6,15 +6,22 @@ names live here once (README "JSON shapes": `id`, `driver`, `status`, `cpu`, `ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 FREED = "FREED"
 ERROR = "ERROR"
 
 
+class _Flat:
+    """A view whose JSON is its fields, named and ordered as declared."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
-class AllocationView:
+class AllocationView(_Flat):
     """One ledger row as users see it: times are RFC 3339 text, the definition and the
     resource state without credentials."""
 
@@ -32,24 +39,6 @@ class AllocationView:
     metadata: dict[str, Any] = field(default_factory=dict)
     starts: str | None = None  # a reservation's window start (it ends at `expires`)
     claim_by: str | None = None  # an unclaimed reservation lapses then
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "driver": self.driver,
-            "status": self.status,
-            "cpu": self.cpu,
-            "ram": self.ram,
-            "created": self.created,
-            "expires": self.expires,
-            "updated": self.updated,
-            "note": self.note,
-            "resource": self.resource,
-            "definition": self.definition,
-            "metadata": self.metadata,
-            "starts": self.starts,
-            "claim_by": self.claim_by,
-        }
 
 
 @dataclass(frozen=True)
@@ -74,7 +63,7 @@ class StatusView:
 
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(_Flat):
     """A row of the `status` list (no definition or state: long lists stay cheap)."""
 
     id: str
@@ -101,49 +90,19 @@ class Summary:
             note=row.get("note"),
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "driver": self.driver,
-            "status": self.status,
-            "cpu": self.cpu,
-            "ram": self.ram,
-            "created": self.created,
-            "expires": self.expires,
-            "updated": self.updated,
-            "note": self.note,
-        }
-
 
 @dataclass(frozen=True)
-class FreeResult:
+class FreeResult(_Flat):
     id: str
     status: str  # FREED, FAILED (nothing was held) or ERROR (this id could not be freed)
     changed: bool  # whether this command changed it
     message: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "changed": self.changed,
-            "message": self.message,
-        }
-
 
 @dataclass(frozen=True)
-class DryRun:
+class DryRun(_Flat):
     driver: str
     fits: int | None  # None: unlimited
     unlimited: bool
     node_usage: dict[str, int]
     definition: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "driver": self.driver,
-            "fits": self.fits,
-            "unlimited": self.unlimited,
-            "node_usage": self.node_usage,
-            "definition": self.definition,
-        }

@@ -106,6 +106,36 @@ def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]
     return env
 
 
+def default_sigint() -> None:
+    # A shell that started pytest in the background may have left SIGINT ignored, and Python
+    # then never raises KeyboardInterrupt; a user's shoal in a terminal has the default.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def spawn(
+    home: Path,
+    procs: list[subprocess.Popen[str]],
+    *args: str,
+    stderr: Any = subprocess.PIPE,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """A real `shoal ARGS` process (killed and reaped by the `procs` fixture), with the
+    SIGINT a terminal gives it, stdout piped."""
+    proc = subprocess.Popen(
+        shoal_argv(*args),
+        env=shoal_env(home, env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    procs.append(proc)
+    return proc
+
+
 @pytest.fixture
 def procs() -> Iterator[list[subprocess.Popen[str]]]:
     """Real `shoal` processes a test starts; killed and reaped whatever happens."""

@@ -118,8 +118,6 @@ def _query(
     now = utcnow()  # one instant for both ends: `--start now --end +2h` is two hours
     start_time = parse_when(start, "--start", now) if start else None
     end_time = parse_when(end, "--end", now) if end else None
-    if end is not None and start is None:
-        check_window(None, end_time)
     check_window(start_time, end_time)
     return Query(
         regions=region or [],

@@ -10,20 +10,27 @@ read) and keep them out of JSON decoding.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
-def non_finite(tree: Any, path: str = "") -> Iterator[str]:
-    """Dotted paths of the NaN and infinite floats anywhere in a decoded document."""
-    if isinstance(tree, float) and not math.isfinite(tree):
-        yield path or "(top level)"
+def leaves(tree: Any, match: Callable[[Any], bool], path: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every value in a decoded document (dicts and lists of JSON,
+    YAML or TOML) that `match` picks."""
+    if match(tree):
+        yield path or "(top level)", tree
     elif isinstance(tree, Mapping):
         for key, value in tree.items():
-            yield from non_finite(value, f"{path}.{key}" if path else str(key))
+            yield from leaves(value, match, f"{path}.{key}" if path else str(key))
     elif isinstance(tree, list):
         for i, value in enumerate(tree):
-            yield from non_finite(value, f"{path}[{i}]")
+            yield from leaves(value, match, f"{path}[{i}]")
+
+
+def non_finite(tree: Any) -> Iterator[str]:
+    """Dotted paths of the NaN and infinite floats anywhere in a decoded document."""
+    for path, _ in leaves(tree, lambda v: isinstance(v, float) and not math.isfinite(v)):
+        yield path
 
 
 def reject_constant(name: str) -> float:

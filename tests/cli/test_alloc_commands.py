@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shoal_argv, shoal_env, wait_for
+from tests.conftest import spawn, wait_for
 
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 LIMIT_3 = '[drivers."test/default"]\ncpu_limit = 3\nram_limit = 10\n'
@@ -28,24 +28,6 @@ def limited(write_config: Callable[[str], Path]) -> None:
     write_config(LIMIT_3)
 
 
-def default_sigint() -> None:
-    # A shell that started us in the background may have left SIGINT ignored, and Python
-    # then never raises KeyboardInterrupt; a user's shoal in a terminal has the default.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def spawn(home: Path, procs: list[subprocess.Popen[str]], *args: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        shoal_argv(*args),
-        env=shoal_env(home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    procs.append(proc)
-    return proc
 
 
 def rows(cli, *flags: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shoal_argv, shoal_env, wait_for
+from tests.conftest import spawn, wait_for
 from tests.drivers.image import archives as A
 from tests.drivers.image.server import ImageServer, checksum_headers
 
@@ -76,29 +76,6 @@ def out(tmp_path: Path) -> Path:
     return tmp_path / "images"
 
 
-def default_sigint() -> None:
-    # A shell that started pytest in the background may have left SIGINT ignored.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def spawn(
-    home: Path,
-    procs: list[subprocess.Popen[str]],
-    *args: str,
-    stderr: Any = subprocess.PIPE,
-    env: dict[str, str] | None = None,
-) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        shoal_argv(*args),
-        env=shoal_env(home, env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    procs.append(proc)
-    return proc
 
 
 def noise(size: int, seed: bytes = b"") -> bytes:

@@ -16,31 +16,13 @@ from pathlib import Path
 import pytest
 
 from providers.core.wire import format_time
-from tests.conftest import shoal_argv, shoal_env, wait_for
+from tests.conftest import spawn, wait_for
 
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 LIMIT_1 = '[drivers."test/default"]\ncpu_limit = 1\nram_limit = 10\n'
 LIMIT_2 = '[drivers."test/default"]\ncpu_limit = 2\nram_limit = 10\n'
 
 
-def default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def spawn(
-    home: Path, procs: list[subprocess.Popen[str]], *args: str, stderr: int | None = None
-) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        shoal_argv(*args),
-        env=shoal_env(home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE if stderr is None else stderr,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    procs.append(proc)
-    return proc
 
 
 def ledger_rows(home: Path, sql: str) -> list[tuple[object, ...]]:

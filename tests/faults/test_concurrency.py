@@ -4,14 +4,13 @@ oversubscribes; parallel `free --expired` runs all succeed."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import shoal_argv, shoal_env, wait_for
+from tests.conftest import spawn, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -27,22 +26,6 @@ def remote_alloc(delay: float) -> tuple[str, ...]:
             "-o", f"delay_available_capacity={delay}")  # fmt: skip
 
 
-def default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def spawn(home: Path, procs: list[subprocess.Popen[str]], *args: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        shoal_argv(*args),
-        env=shoal_env(home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=default_sigint,
-    )
-    procs.append(proc)
-    return proc
 
 
 def test_a_slow_remote_capacity_check_does_not_block_local_allocations(

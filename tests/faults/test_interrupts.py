@@ -17,16 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import shoal_argv, shoal_env
+from tests.conftest import default_sigint, shoal_argv, shoal_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("reap_workloads")]
 
 CONFIG = '[drivers."process/default"]\ncpu_limit = 64\nram_limit = 64\ngrace_seconds = 1\n'
 ALLOC = ("alloc", "--driver", "process", "--cpu", "1", "--ram", "1", "-o", "entry=sleep 300")
 
-
-def default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def workloads(home: Path) -> dict[str, int]:
