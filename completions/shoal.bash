@@ -67,7 +67,7 @@ _shoal_valued() {
         logs) valued=' --tail -n ' ;;
         pricing) valued=' --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output ' ;;
         regions) valued=' --provider -p --context --output ' ;;
-        resources) valued=' --provider -p --region -r --select -s --start --end --context --output ' ;;
+        resources) valued=' --provider -p --region -r --select -s --start --end --max-age --context --output ' ;;
         status) valued=' --remote --driver -d --status --sort --output ' ;;
         task) valued=' --options --output ' ;;
         types) valued=' --provider -p --region -r --select -s --sort --limit --max-age --context --output ' ;;
@@ -141,9 +141,9 @@ _shoal() {
         'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output --help -h' ;;
         'image rm') _shoal_words '--out --json --output --help -h' ;;
         logs) _shoal_words '--follow -f --tail -n --help -h' ;;
-        pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
+        pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --available --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
         regions) _shoal_words '--provider -p --refresh --offline --context --json --output --help -h' ;;
-        resources) _shoal_words '--provider -p --region -r --select -s --start --end --context --json --output --help -h' ;;
+        resources) _shoal_words '--provider -p --region -r --select -s --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
         status) _shoal_words '--all --remote --driver -d --status --sort --watch -w --json --output --help -h' ;;
         task) _shoal_words '--options --json --output --help -h' ;;
         types) _shoal_words '--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --output --help -h' ;;

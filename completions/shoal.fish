@@ -109,7 +109,7 @@ function __shoal_state --description 'command path, positionals, --home/--config
             case regions
                 set valued --provider -p --context --output
             case resources
-                set valued --provider -p --region -r --select -s --start --end --context --output
+                set valued --provider -p --region -r --select -s --start --end --max-age --context --output
             case status
                 set valued --remote --driver -d --status --sort --output
             case task
@@ -219,6 +219,7 @@ complete -c shoal -n '__shoal_is pricing' -l region -s r -r -d 'Region name (rep
 complete -c shoal -n '__shoal_is pricing' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\''
 complete -c shoal -n '__shoal_is pricing' -l sort -r -d 'Sort rows by price, spot_price, scheduled_price, name, region, provider, vcpus, memory_gib, gpu, gpu_count or gpu_memory_gib; prefix \'-\' for descending'
 complete -c shoal -n '__shoal_is pricing' -l limit -r -d 'Show at most N rows'
+complete -c shoal -n '__shoal_is pricing' -l available -d 'Only types your account has quota to launch now (aws, azure, gcp: needs credentials, as `resources` does)'
 complete -c shoal -n '__shoal_is pricing' -l start -r -d 'Window start: RFC 3339, a date (midnight UTC), now, or +2h / -1d: predictions'
 complete -c shoal -n '__shoal_is pricing' -l end -r -d 'Window end, in the forms --start takes; defaults to --start'
 complete -c shoal -n '__shoal_is pricing' -l refresh -d 'Fetch provider data now, even if the cache is fresh'
@@ -240,6 +241,9 @@ complete -c shoal -n '__shoal_is resources' -l region -s r -r -d 'Region name (r
 complete -c shoal -n '__shoal_is resources' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\''
 complete -c shoal -n '__shoal_is resources' -l start -r -d 'Window start: RFC 3339, a date (midnight UTC), now, or +2h / -1d: predictions'
 complete -c shoal -n '__shoal_is resources' -l end -r -d 'Window end, in the forms --start takes; defaults to --start'
+complete -c shoal -n '__shoal_is resources' -l refresh -d 'Fetch provider data now, even if the cache is fresh'
+complete -c shoal -n '__shoal_is resources' -l offline -d 'Never fetch: answer from the cache only'
+complete -c shoal -n '__shoal_is resources' -l max-age -r -d 'Refuse cached data older than this (e.g. 6h, 2d)'
 complete -c shoal -n '__shoal_is resources' -l context -r -d 'kubeconfig context (kubernetes provider)'
 complete -c shoal -n '__shoal_is resources' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is resources' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'

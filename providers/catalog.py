@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from providers.core.plugins import LazyRegistry
 
@@ -34,6 +34,23 @@ class Catalog(Protocol):
     def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]: ...
 
     def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]: ...
+
+
+@runtime_checkable
+class ResourcesInRegions(Protocol):
+    """A catalog that answers several regions at once (concurrently), "all" among them."""
+
+    def list_resources_in(
+        self, regions: Sequence[str], opts: ResourceListOptions
+    ) -> list[Resource]: ...
+
+
+@runtime_checkable
+class KnowsQuotas(Protocol):
+    """A catalog that knows the account's quotas: `pricing --available` asks it to drop
+    the types the account cannot launch now."""
+
+    def keep_launchable(self, pricings: Sequence[ResourcePricing]) -> None: ...
 
 
 Factory = Callable[["Settings"], Catalog]

@@ -56,3 +56,13 @@ def ttl(settings: Settings, provider: str) -> timedelta:
     if provider not in settings.config:
         return timedelta(hours=DEFAULT_TTL_HOURS)
     return timedelta(hours=cloud_section(settings, provider).ttl_hours)
+
+
+def quota_ttl(settings: Settings, provider: str) -> timedelta:
+    """How long an account's quotas and usage stay fresh: `[provider] quota_ttl_minutes`
+    (default 5: usage changes as instances start and stop)."""
+    from providers.accounts.capacity import DEFAULT_TTL_MINUTES
+
+    if provider not in settings.config:
+        return timedelta(minutes=DEFAULT_TTL_MINUTES)
+    return timedelta(minutes=cloud_section(settings, provider).quota_ttl_minutes)

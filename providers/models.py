@@ -15,6 +15,14 @@ from providers.core.wire import field
 
 # resource type -> resource name -> quantity (a decimal string)
 ResourceItem = dict[str, dict[str, str]]
+
+
+def quantity(value: float) -> str:
+    """A ResourceItem quantity: integers bare, fractions to two places."""
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
 # RFC 3339 timestamp -> ResourceItem
 ScheduledResourceItem = dict[str, ResourceItem]
 
@@ -106,12 +114,19 @@ class RegionResource:
 
 @dataclass
 class Resource:
-    """RegionResource plus the provider name (Go embeds RegionResource; JSON is flat)."""
+    """RegionResource plus the provider name (Go embeds RegionResource; JSON is flat), plus
+    where its figures come from (all omitempty, so the spec's own fields read the same):
+    `asOf` (when fetched), `source` (the APIs asked), `stale` (older than the TTL) and
+    `notes` (what is missing and why: a permission, an unknown usage, a binding quota)."""
 
     region: RegionSpec | None = field(default=None)
     overview: list[RegionResourceItem] = field(default_factory=list)
     breakdown: dict[str, list[RegionResourceItem]] = field(omitempty=True, default_factory=dict)
     provider: str = field(default="")
+    as_of: datetime | None = field("asOf", omitempty=True, default=None)
+    source: str = field(omitempty=True, default="")
+    stale: bool = field(omitempty=True, default=False)
+    notes: list[str] = field(omitempty=True, default_factory=list)
 
 
 @dataclass

@@ -42,6 +42,7 @@ class Query:
     end: datetime | None = None
     sort: str | None = None
     limit: int | None = None
+    available: bool = False  # pricing: only what the account has quota to launch now
 
     @property
     def windowed(self) -> bool:
@@ -153,14 +154,20 @@ def types(catalog: Catalog, provider: str, query: Query) -> TypesAnswer:
 
 
 def resources(catalog: Catalog, query: Query) -> ResourcesAnswer:
+    from providers.catalog import ResourcesInRegions
+
     check_window(query.start, query.end)
-    chosen = chosen_regions(catalog, query.regions)
     if query.windowed:
+        chosen = chosen_regions(catalog, query.regions)
         if len(chosen) != 1:
             raise UsageError("a window (--start/--end) is for one region; give one --region")
         return ResourcesAnswer(window=catalog.list_resource_predictions(_options(chosen[0], query)))
+    if isinstance(catalog, ResourcesInRegions):  # asks its regions at once
+        return ResourcesAnswer(
+            now=catalog.list_resources_in(list(query.regions), _options(None, query))
+        )
     out: list[Resource] = []
-    for region in chosen:
+    for region in chosen_regions(catalog, query.regions):
         out.extend(catalog.list_resources(_options(region, query)))
     return ResourcesAnswer(now=out)
 
@@ -174,6 +181,8 @@ def pricing(providers: Sequence[str], open_catalog: OpenCatalog, query: Query) -
     names = list(dict.fromkeys(providers))
     if not names:
         raise UsageError("--provider is empty; name one, e.g. --provider local")
+    if query.available and query.windowed:
+        raise UsageError("--available is about now; drop --start/--end, or --available")
     if len(names) > 1 and query.windowed:
         raise UsageError("a window (--start/--end) is for one provider; give one --provider")
     if query.sort:
@@ -220,6 +229,14 @@ def _pricing_of(
         for pricing in catalog.list_pricing(_options(region, query)):
             pricing.provider = pricing.provider or name
             out.append(pricing)
+    if query.available:
+        from providers.catalog import KnowsQuotas
+
+        if not isinstance(catalog, KnowsQuotas):
+            raise UsageError(
+                f"--available needs an account's quotas; {name} has none (aws, azure, gcp do)"
+            )
+        catalog.keep_launchable(out)
     return out
 
 

@@ -37,6 +37,9 @@ class CloudSection(Strict):
         DEFAULT_TTL_HOURS, description="hours cached prices stay fresh, at most a century"
     )
     default_region: str | None = None
+    quota_ttl_minutes: Annotated[float, Field(gt=0, le=HOURS_PER_CENTURY * 60)] = Field(
+        5.0, description="minutes cached quotas and usage stay fresh"
+    )
 
 
 class AwsSection(CloudSection):

@@ -239,28 +239,44 @@ def resources(
     select: SelectOpt = None,
     start: StartOpt = None,
     end: EndOpt = None,
+    refresh: RefreshOpt = False,
+    offline: OfflineOpt = False,
+    max_age: MaxAgeOpt = None,
     context: ContextOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
     """Show supply, allocated and allocatable resources.
 
+    local and kubernetes: the machine's or cluster's capacity. aws, azure, gcp: your
+    account's quotas (supply), usage (allocated) and what is left (allocatable), on
+    demand and spot, with reservations ahead as `scheduled` (credentials needed; cached
+    for [provider] quota_ttl_minutes, default 5).
+
     With --start (and --end) the answer is a prediction over that window: a point at
     the start, at each allocation's expiry inside it, and at the end.
 
     \b
     Examples:
-      shoal resources
       shoal resources --json
       shoal resources --start 2026-12-01T00:00:00Z --end 2026-12-02T00:00:00Z
       shoal resources -p kubernetes --context prod
+      shoal resources -p gcp --region all --select gpu=H100
     """
     as_json = output.select(as_json, output_format)
     from providers import query
     from providers.core.wire import to_wire
 
     wanted = _query(region, select, start, end)
-    answer = query.resources(_catalog(ctx, provider, context=context), wanted)
+    answer = query.resources(
+        _catalog(ctx, provider, refresh, offline, max_age, context=context), wanted
+    )
+    seen: set[str] = set()
+    for res in answer.now:  # what is missing and why, once each (JSON carries them too)
+        for note in res.notes:
+            if note not in seen and not as_json:
+                seen.add(note)
+                output.message(f"{res.provider} {_region_name(res)}: {note}")
     if as_json:
         output.emit_json(to_wire(answer.window if answer.window is not None else answer.now))
         return
@@ -294,6 +310,14 @@ def pricing(
         ),
     ] = None,
     limit: LimitOpt = None,
+    available: Annotated[
+        bool,
+        typer.Option(
+            "--available",
+            help="Only types your account has quota to launch now (aws, azure, gcp: "
+            "needs credentials, as `resources` does).",
+        ),
+    ] = False,
     start: StartOpt = None,
     end: EndOpt = None,
     refresh: RefreshOpt = False,
@@ -314,12 +338,17 @@ def pricing(
       shoal pricing -p aws -r us-east-1 --select gpu=H100 --sort price
       shoal pricing -p aws,azure,gcp --select 'gpu_count>=1,price<10' --limit 20
       shoal pricing -p azure -r eastus --offline --json
+      shoal pricing -p aws -r us-east-1 --select gpu=H100 --available
     """
     as_json = output.select(as_json, output_format)
+    import dataclasses
+
     from cli.pricing_view import render_pricing
     from providers import query
 
-    wanted = _query(region, select, start, end, sort, limit)
+    wanted = dataclasses.replace(
+        _query(region, select, start, end, sort, limit), available=available
+    )
     answer = query.pricing(
         _provider_names(provider),
         lambda name: _catalog(ctx, name, refresh, offline, max_age, context),

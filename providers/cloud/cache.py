@@ -22,7 +22,7 @@ from providers.cloud.offers import Offer, Snapshot
 from providers.core.errors import RetryableError, ShoalError
 from providers.models import RegionSpec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 HistoryRow = tuple[str, str, float, float | None, float | None, float | None]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS region_list(
@@ -42,6 +42,16 @@ CREATE TABLE IF NOT EXISTS history(
     provider TEXT NOT NULL, region TEXT NOT NULL, instance_type TEXT NOT NULL,
     observed_at REAL NOT NULL, on_demand REAL, spot REAL, scheduled REAL,
     PRIMARY KEY(provider, region, instance_type, observed_at)) WITHOUT ROWID;
+"""
+# Version 3: an account's quotas, usage and reservations per region (JSON, short-lived).
+_ACCOUNTS = """
+CREATE TABLE IF NOT EXISTS account_snapshot(
+    provider TEXT NOT NULL, account TEXT NOT NULL, region TEXT NOT NULL,
+    fetched_at REAL NOT NULL, payload TEXT NOT NULL,
+    PRIMARY KEY(provider, account, region)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS account_regions(
+    provider TEXT NOT NULL, account TEXT NOT NULL, names TEXT NOT NULL,
+    fetched_at REAL NOT NULL, PRIMARY KEY(provider, account)) WITHOUT ROWID;
 """
 _OFFER_COLUMNS = (
     "instance_type, vcpus, memory_gib, arch, gpu, gpu_count, gpu_memory_gib, "
@@ -108,11 +118,14 @@ class CatalogCache:
             self._db.execute("PRAGMA synchronous=NORMAL")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
-                self._db.executescript(_SCHEMA)
+                self._db.executescript(_SCHEMA + _ACCOUNTS)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif version == 1:
+            elif version in (1, 2):
+                # 1 -> 2 rebuilds the offers; 2 -> 3 adds the account tables (quotas).
+                first = _MIGRATE_1_TO_2 if version == 1 else ""
                 self._db.executescript(
-                    f"BEGIN IMMEDIATE;{_MIGRATE_1_TO_2}PRAGMA user_version=2;COMMIT;"
+                    f"BEGIN IMMEDIATE;{first}{_ACCOUNTS}PRAGMA user_version={SCHEMA_VERSION};"
+                    "COMMIT;"
                 )
             elif version != SCHEMA_VERSION:
                 raise ShoalError(
@@ -214,7 +227,51 @@ class CatalogCache:
                 ],
             )
 
+    def save_account(
+        self, provider: str, account: str, snapshots: Iterable[tuple[str, datetime, str]]
+    ) -> None:
+        """Replace the cached (region, fetched_at, JSON payload) answers of one account."""
+        with self._write() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO account_snapshot VALUES (?, ?, ?, ?, ?)",
+                [(provider, account, r, _ts(at), payload) for r, at, payload in snapshots],
+            )
+
+    def save_account_regions(
+        self, provider: str, account: str, names: list[str], fetched_at: datetime
+    ) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO account_regions VALUES (?, ?, ?, ?)",
+                (provider, account, json.dumps(names), _ts(fetched_at)),
+            )
+
     # -- reading -------------------------------------------------------------------------
+
+    def account_snapshots(self, provider: str, account: str) -> dict[str, tuple[datetime, str]]:
+        """region -> (fetched_at, JSON payload) of one account's cached answers."""
+        rows = self._db.execute(
+            "SELECT region, fetched_at, payload FROM account_snapshot "
+            "WHERE provider = ? AND account = ?",
+            (provider, account),
+        )
+        return {region: (_dt(at), payload) for region, at, payload in rows}
+
+    def account_regions(self, provider: str, account: str) -> tuple[list[str], datetime | None]:
+        row = self._db.execute(
+            "SELECT names, fetched_at FROM account_regions WHERE provider = ? AND account = ?",
+            (provider, account),
+        ).fetchone()
+        return (list(json.loads(row[0])), _dt(row[1])) if row else ([], None)
+
+    def accounts(self, provider: str) -> list[str]:
+        """The accounts with cached answers, the most recently fetched first."""
+        rows = self._db.execute(
+            "SELECT account FROM account_snapshot WHERE provider = ? GROUP BY account "
+            "ORDER BY max(fetched_at) DESC",
+            (provider,),
+        )
+        return [row[0] for row in rows]
 
     def regions(self, provider: str) -> tuple[list[RegionSpec], datetime | None]:
         rows = self._db.execute(

@@ -13,7 +13,7 @@ lot the first time).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,6 +35,8 @@ from providers.models import (
 from providers.regions import check_region
 
 if TYPE_CHECKING:
+    from providers.accounts.capacity import AccountCapacity
+    from providers.accounts.model import AccountFetcher
     from providers.core.settings import Settings
     from providers.selectors import UnjudgedCount
 
@@ -65,14 +67,20 @@ class CloudCatalog:
         settings: Settings,
         fetcher: Callable[[], Fetcher],
         default_region: str,
+        accounts: Callable[[], AccountFetcher] | None = None,
+        quota_map: str = "",
+        region_env: str = "",
     ) -> None:
         self._provider = provider
         self.settings = settings
         self.freshness = settings.freshness
         self.ttl = config.ttl(settings, provider)
         self.default_region = str(
-            config.setting(settings, provider, "default_region", "", default_region)
+            config.setting(settings, provider, "default_region", region_env, default_region)
         )
+        self._accounts = accounts
+        self._quota_map = quota_map
+        self._capacity: AccountCapacity | None = None
         self.cache = open_cache(settings)
         self._make_fetcher = fetcher
         self._fetcher: Fetcher | None = None
@@ -291,11 +299,84 @@ class CloudCatalog:
             out[format_time(at)] = point
         return dict(sorted(out.items()))
 
+    # -- the account's capacity (quotas, usage, reservations) -----------------------------
+
+    def capacity(self) -> AccountCapacity:
+        if self._accounts is None:
+            raise UsageError(_NO_RESOURCES.format(provider=self._provider))
+        if self._capacity is None:
+            from providers.accounts.capacity import AccountCapacity
+
+            self._capacity = AccountCapacity(
+                self._provider,
+                self.settings,
+                self.cache,
+                self._accounts,
+                config.quota_ttl(self.settings, self._provider),
+                self.settings.warn,
+            )
+        return self._capacity
+
     def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
-        raise UsageError(_NO_RESOURCES.format(provider=self._provider))
+        return self.list_resources_in([opts.region.name] if opts.region.name else [], opts)
+
+    def list_resources_in(
+        self, regions: Sequence[str], opts: ResourceListOptions
+    ) -> list[Resource]:
+        """The account's capacity in these regions (none: the default region; "all": every
+        region the account can use), fetched together."""
+        from providers.accounts import resource
+
+        capacity = self.capacity()
+        selectors = opts.filter.resource_selectors if opts.filter else []
+        resource.check_selectors(self._provider, selectors)
+        if "all" in regions:
+            names = capacity.regions()
+        else:
+            names = list(dict.fromkeys(regions)) or [self.default_region]
+        now = utcnow()
+        out: list[Resource] = []
+        dropped: list[str] = []
+        for snapshot, stale in capacity.snapshots(names):
+            if stale:
+                self._warn_once(
+                    f"stale account {snapshot.region}",
+                    f"{self._provider} {snapshot.region}: account capacity is "
+                    f"{human_age(now - snapshot.fetched_at)} old; --refresh fetches it again",
+                )
+            built = resource.select(
+                resource.to_resource(snapshot, now=now, stale=stale), snapshot, selectors
+            )
+            if built is None:
+                dropped.append(snapshot.region)
+            else:
+                out.append(built)
+        if dropped:
+            self.settings.warn(
+                f"{self._provider}: nothing allocatable for the selection in "
+                f"{len(dropped)} region(s): {', '.join(dropped)}"
+            )
+        return out
+
+    def keep_launchable(self, pricings: Sequence[ResourcePricing]) -> None:
+        """`pricing --available`: drop the types the account has no quota to launch now."""
+        from providers.accounts.launchable import keep_launchable
+        from providers.core.plugins import import_string
+
+        capacity = self.capacity()
+        quota_map = import_string(self._quota_map)
+        regions = [p.region.name for p in pricings]
+        snapshots = {s.region: s for s, _ in capacity.snapshots(list(dict.fromkeys(regions)))}
+        for pricing in pricings:
+            keep_launchable(pricing, snapshots[pricing.region.name], quota_map)
 
     def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
-        raise UsageError(_NO_RESOURCES.format(provider=self._provider))
+        raise UsageError(
+            f"{self._provider} account capacity is now; reservations ahead are its `scheduled` "
+            "figures (drop --start/--end)"
+            if self._accounts is not None
+            else _NO_RESOURCES.format(provider=self._provider)
+        )
 
 
 _NOTHING_OFFLINE = (
@@ -370,19 +451,40 @@ def _pricing(
     )
 
 
-def factory(provider: str, fetcher: str, default_region: str) -> Callable[[Settings], CloudCatalog]:
+def factory(
+    provider: str,
+    fetcher: str,
+    default_region: str,
+    *,
+    accounts: str = "",
+    quota_map: str = "",
+    region_env: str = "",
+) -> Callable[[Settings], CloudCatalog]:
     """The registry factory of a cloud whose fetcher class `fetcher` names ("module:Class",
-    with a `from_settings`). The fetcher (and any credential check) is imported and built
-    only when data must be fetched, so cached and --offline answers need no credentials;
-    and this wing never imports the clouds that use it."""
+    with a `from_settings`), and whose account capacity fetcher `accounts` names (the
+    same), with the QuotaMap `quota_map` ("module:object"). Fetchers (and any credential
+    check) are imported and built only when data must be fetched, so cached and --offline
+    answers need no credentials; and this wing never imports the clouds that use it."""
 
     def make(settings: Settings) -> CloudCatalog:
-        def build() -> Fetcher:
-            from providers.core.plugins import import_string
+        from providers.core.plugins import import_string
 
+        def build() -> Fetcher:
             made: Fetcher = import_string(fetcher).from_settings(settings)
             return made
 
-        return CloudCatalog(provider, settings, build, default_region)
+        def build_accounts() -> AccountFetcher:
+            made: AccountFetcher = import_string(accounts).from_settings(settings)
+            return made
+
+        return CloudCatalog(
+            provider,
+            settings,
+            build,
+            default_region,
+            accounts=build_accounts if accounts else None,
+            quota_map=quota_map,
+            region_env=region_env,
+        )
 
     return make

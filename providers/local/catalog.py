@@ -33,6 +33,7 @@ from providers.models import (
     ResourceStat,
     ResourceStatItem,
     ScheduledResourceStatItem,
+    quantity,
     selector_record,
 )
 from providers.regions import check_region
@@ -49,13 +50,6 @@ INSTANCE_TYPE = "host"
 # Read from this machine at every call: CPU affinity and cgroup quota, /proc/meminfo and
 # the cgroup memory limit, nvidia-smi.
 SHAPE_SOURCE = "this host (/proc, cgroups, nvidia-smi)"
-
-
-def quantity(value: float) -> str:
-    """A ResourceItem quantity: integers bare, fractions to two places."""
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
 def _floor_second(at: datetime) -> datetime:

@@ -1,0 +1,1 @@
+"""Cloud accounts' capacity: quotas, usage and reservations as the spec's Resource."""

@@ -1,0 +1,124 @@
+"""What a cloud account's capacity fetcher returns, provider-neutral.
+
+A fetcher (providers/aws/accounts.py, azure/, gcp/) turns its APIs into these records;
+providers/accounts/resource.py turns them into the spec's Resource. Units are in the
+names: a quota's `limit` and `used` count its `resource` (vCPUs for a `cpu/vcpu` quota,
+GPUs for `gpu/<model>`, instances for `instance/<type>`, the provider's own unit for
+`quota/<code>`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+Market = Literal["onDemand", "spot"]
+MARKETS: tuple[Market, ...] = ("onDemand", "spot")
+
+
+@dataclass
+class Quota:
+    """One quota of the account: a limit and what is used of it.
+
+    `group` is the overview item it belongs to: the provider's family group ("Standard",
+    "P", "G and VT", "standardNCadsH100v5Family", "regional"), shown as `value` of an
+    overview item keyed `family`. `resource` is the spec's (type, name) pair: ("cpu",
+    "vcpu"), ("gpu", "H100"), ("instance", "p5.48xlarge"), or ("quota", code) for a quota
+    shoal cannot place (kept, never dropped). `used` None: usage unknown (a note says why).
+    `scope` "region" or "global" (project/account wide, e.g. GCP GPUS_ALL_REGIONS)."""
+
+    code: str
+    name: str
+    group: str
+    market: Market
+    resource: tuple[str, str]
+    limit: float
+    used: float | None
+    scope: Literal["region", "global"] = "region"
+    gpus: tuple[str, ...] = ()  # GPU models of the family's types, for --select gpu=...
+
+
+@dataclass(frozen=True)
+class Need:
+    """What launching one instance takes of one quota: `amount` of quota `code`."""
+
+    code: str
+    amount: float
+
+
+@dataclass
+class InstanceUsage:
+    """Running (or pending) instances of one type in one zone and market. `vcpus` and
+    `gpus` are per instance (None: not known); `group` the family group whose quota
+    they count against."""
+
+    instance_type: str
+    market: Market
+    count: int
+    group: str
+    zone: str = ""
+    vcpus: float | None = None
+    gpu: str = ""  # canonical GPU name (providers/gpus.py)
+    gpus: int = 0
+
+
+@dataclass
+class Reservation:
+    """Capacity held for the account from `start` (None: already) to `end` (None: until
+    cancelled): `total` instances of `instance_type`, `available` of them not in use."""
+
+    id: str
+    kind: str  # "capacity-reservation", "capacity-block", "future-reservation", ...
+    instance_type: str
+    total: int
+    available: int
+    start: datetime | None = None
+    end: datetime | None = None
+    zone: str = ""
+    state: str = ""
+    vcpus: float | None = None
+    gpu: str = ""
+    gpus: int = 0
+
+
+@dataclass
+class AccountSnapshot:
+    """One region of one account, as fetched at `fetched_at`. `sources` name the APIs
+    asked (for `source`), `notes` what is missing and which permission would fill it."""
+
+    provider: str
+    region: str
+    fetched_at: datetime
+    quotas: list[Quota] = field(default_factory=list)
+    usage: list[InstanceUsage] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    location: str = ""
+    zones: list[str] = field(default_factory=list)
+
+
+class AccountFetcher(Protocol):
+    """A cloud's account capacity. `account` names the account the credentials belong to
+    as far as is known without a request (cache key: a key id, subscription, project);
+    `fetch` asks its APIs for the regions given, concurrently where it can, and returns a
+    snapshot per region (a region it could not answer raises; missing permissions for
+    part of it are notes). `regions` lists the regions the account can use."""
+
+    provider: str
+    account: str
+
+    def regions(self) -> list[str]: ...
+
+    def fetch(self, regions: Sequence[str]) -> list[AccountSnapshot]: ...
+
+
+class QuotaMap(Protocol):
+    """A cloud's rules of which quotas an instance type counts against (no requests: it
+    serves cached answers too). `gpu` is the canonical GPU name, "" for none."""
+
+    def needs(
+        self, instance_type: str, vcpus: float | None, gpu: str, gpu_count: int, market: Market
+    ) -> list[Need]: ...
