@@ -45,6 +45,7 @@ class CloudSection(Strict):
 class AwsSection(CloudSection):
     pricing_url: str | None = None
     ec2_url: str | None = None
+    quotas_url: str | None = None
 
 
 class AzureSection(CloudSection):

@@ -60,6 +60,7 @@ def cli(home: Path) -> Callable[..., Run]:
             "SHOAL_PROVIDER": None,
             "SHOAL_DRIVER": None,
             "SHOAL_CONFIG": None,
+            **aws_isolation(home),
         }
         full_env.update(env or {})
         result = runner.invoke(app, list(args), input=input, env=full_env, catch_exceptions=False)
@@ -88,12 +89,33 @@ def shoal_proc(home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     return run
 
 
+def aws_isolation(home: Path) -> dict[str, str | None]:
+    """No AWS credentials, profile or region from the machine running the tests: the CLI
+    reads ~/.aws as the AWS CLI does."""
+    missing = str(home / "no-aws-file")
+    return {
+        "AWS_CONFIG_FILE": missing,
+        "AWS_SHARED_CREDENTIALS_FILE": missing,
+        **dict.fromkeys(
+            (
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "AWS_PROFILE",
+                "AWS_REGION",
+                "AWS_DEFAULT_REGION",
+            )
+        ),
+    }
+
+
 def shoal_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli", *args]
 
 
 def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOAL_", "AWS_"))}
+    env.update({k: v for k, v in aws_isolation(home).items() if v is not None})
     env.update(
         {
             "SHOAL_HOME": str(home),

@@ -117,7 +117,9 @@ class AccountFetcher(Protocol):
 
 class QuotaMap(Protocol):
     """A cloud's rules of which quotas an instance type counts against (no requests: it
-    serves cached answers too). `gpu` is the canonical GPU name, "" for none."""
+    serves cached answers too), built with one region's quotas (`Class(quotas)`: a cloud
+    whose rules depend on what the region reports, or how it spells its codes, follows
+    them). `gpu` is the canonical GPU name, "" for none."""
 
     def needs(
         self, instance_type: str, vcpus: float | None, gpu: str, gpu_count: int, market: Market

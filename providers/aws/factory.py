@@ -1,5 +1,14 @@
-"""The aws catalog for the provider registry: the shared cloud catalog over aws's fetcher."""
+"""The aws catalog for the provider registry: the shared cloud catalog over aws's fetchers
+(prices; the account's quotas, usage and reservations)."""
 
 from providers.cloud.catalog import factory
+from providers.core.env import ENV_AWS_REGION
 
-catalog = factory("aws", "providers.aws.fetch:AwsFetcher", "us-east-1")
+catalog = factory(
+    "aws",
+    "providers.aws.fetch:AwsFetcher",
+    "us-east-1",
+    accounts="providers.aws.accounts:AwsAccounts",
+    quota_map="providers.aws.families:AwsQuotaMap",
+    region_env=ENV_AWS_REGION,
+)

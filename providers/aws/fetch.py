@@ -1,5 +1,6 @@
 """The `aws` fetcher: Price List bulk API (keyless) for shapes and on-demand prices, EC2
-DescribeSpotPriceHistory (with credentials) for spot prices.
+DescribeSpotPriceHistory (with credentials, found as the AWS CLI finds them:
+providers/aws/credentials.py) for spot prices.
 
 Regions come from `/offers/v1.0/aws/AmazonEC2/current/region_index.json`; each region's
 `currentVersionUrl` is a path on the pricing host, followed relative to the configured base
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from providers.aws.api import aws_http
+from providers.aws.credentials import find_credentials
 from providers.aws.offerfile import OfferFileError, scan_offer_file
 from providers.aws.parse import NEEDLES, keep_product, offers_from_scan
 from providers.aws.sigv4 import Credentials
@@ -28,10 +32,11 @@ from providers.core.env import (
     ENV_AWS_ACCESS_KEY_ID,
     ENV_AWS_EC2_URL,
     ENV_AWS_PRICING_URL,
+    ENV_AWS_PROFILE,
     ENV_AWS_SECRET_ACCESS_KEY,
     ENV_AWS_SESSION_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError
+from providers.core.errors import ConfigError, CredentialsError, ShoalError
 from providers.core.settings import Settings
 from providers.core.urls import display
 from providers.models import RegionSpec
@@ -43,7 +48,12 @@ DEFAULT_EC2_URL = "https://ec2.{region}.amazonaws.com"
 REGION_INDEX_PATH = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 SPOT_NEEDS_CREDENTIALS = (
     f"spot prices need AWS credentials (set {ENV_AWS_ACCESS_KEY_ID} and "
-    f"{ENV_AWS_SECRET_ACCESS_KEY})"
+    f"{ENV_AWS_SECRET_ACCESS_KEY}, or {ENV_AWS_PROFILE})"
+)
+AUTH_HINT = (
+    f"EC2 refused the AWS credentials; check {ENV_AWS_ACCESS_KEY_ID} and "
+    f"{ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN} for temporary credentials), "
+    f"or the profile {ENV_AWS_PROFILE} names"
 )
 
 
@@ -77,35 +87,30 @@ class AwsFetcher:
             auth_hint=f"the price list host refused the request; check {ENV_AWS_PRICING_URL}",
             policy=policy,
         )
-        secrets = [credentials.secret_access_key, credentials.session_token] if credentials else []
-        self.ec2_http = CloudHttp(
-            PROVIDER,
-            auth_hint=(
-                f"EC2 refused the AWS credentials; check {ENV_AWS_ACCESS_KEY_ID} and "
-                f"{ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN} for temporary "
-                "credentials)"
-            ),
-            secrets=secrets,
-            policy=policy,
+        self.ec2_http = aws_http(
+            PROVIDER, auth_hint=AUTH_HINT, credentials=credentials, policy=policy
         )
         self._regions: dict[str, dict[str, Any]] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, policy: RetryPolicy | None = None) -> AwsFetcher:
+    def from_settings(
+        cls, settings: Settings, *, policy: RetryPolicy | None = None, home: Path | None = None
+    ) -> AwsFetcher:
+        """Credentials as the AWS CLI finds them (environment, then the AWS_PROFILE profile
+        of ~/.aws; `home` stands for the home directory); none, or unusable ones, are a
+        note: prices need no credentials."""
         pricing = base_url(
             settings, PROVIDER, "pricing_url", ENV_AWS_PRICING_URL, DEFAULT_PRICING_URL
         )
         ec2 = base_url(settings, PROVIDER, "ec2_url", ENV_AWS_EC2_URL, DEFAULT_EC2_URL)
-        key_id = settings.env.get(ENV_AWS_ACCESS_KEY_ID, "").strip()
-        secret = settings.env.get(ENV_AWS_SECRET_ACCESS_KEY, "").strip()
-        token = settings.env.get(ENV_AWS_SESSION_TOKEN, "").strip()
         credentials = None
         note = SPOT_NEEDS_CREDENTIALS
-        if key_id and secret:
-            credentials = Credentials(key_id, secret, token)
-        elif key_id or secret:
-            missing = ENV_AWS_SECRET_ACCESS_KEY if key_id else ENV_AWS_ACCESS_KEY_ID
-            note = f"spot prices need AWS credentials ({missing} is not set)"
+        try:
+            found = find_credentials(settings.env, home=home)
+        except (ConfigError, CredentialsError) as exc:
+            note = f"spot prices need AWS credentials ({exc})"
+        else:
+            credentials = found.credentials if found is not None else None
         return cls(
             pricing_url=pricing,
             ec2_url=ec2,

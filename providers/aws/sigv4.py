@@ -1,8 +1,9 @@
-"""AWS Signature Version 4 for GET requests, with hmac/hashlib only (no botocore).
+"""AWS Signature Version 4, with hmac/hashlib only (no botocore): GET requests of the Query
+APIs (EC2) and POST requests with a body (the JSON APIs: Service Quotas).
 
 https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html
-Verified against the published SigV4 test suite (get-vanilla, get-vanilla-query-order-key-case)
-in tests/providers/aws/test_sigv4.py.
+Verified against the published SigV4 test suite (get-vanilla, get-vanilla-query-order-key-case,
+post-vanilla, post-x-www-form-urlencoded) in tests/providers/aws/test_sigv4.py.
 """
 
 from __future__ import annotations
@@ -51,23 +52,53 @@ def sign_get(
 ) -> dict[str, str]:
     """The headers to send with `GET https://{host}{path}?{canonical_query(params)}`:
     X-Amz-Date, Authorization and, for temporary credentials, X-Amz-Security-Token."""
+    return sign(
+        credentials,
+        method="GET",
+        host=host,
+        path=path,
+        params=params,
+        region=region,
+        service=service,
+        now=now,
+    )
+
+
+def sign(
+    credentials: Credentials,
+    *,
+    method: str,
+    host: str,
+    path: str,
+    params: Mapping[str, str],
+    region: str,
+    service: str,
+    now: datetime,
+    headers: Mapping[str, str] | None = None,
+    body: bytes = b"",
+) -> dict[str, str]:
+    """The headers that sign `METHOD https://{host}{path}?{canonical_query(params)}` with
+    `body` (its SHA-256 is the payload hash) and `headers` (sent as given, and signed:
+    e.g. Content-Type and X-Amz-Target of a JSON API): X-Amz-Date, Authorization and, for
+    temporary credentials, X-Amz-Security-Token."""
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     day = stamp[:8]
-    headers = {"host": host, "x-amz-date": stamp}
+    signed = {name.lower(): value for name, value in (headers or {}).items()}
+    signed.update({"host": host, "x-amz-date": stamp})
     if credentials.session_token:
-        headers["x-amz-security-token"] = credentials.session_token
-    names = sorted(headers)
-    canonical_headers = "".join(f"{n}:{' '.join(headers[n].split())}\n" for n in names)
+        signed["x-amz-security-token"] = credentials.session_token
+    names = sorted(signed)
+    canonical_headers = "".join(f"{n}:{' '.join(signed[n].split())}\n" for n in names)
     signed_headers = ";".join(names)
     canonical_uri = quote(path or "/", safe="/-_.~")
     request = "\n".join(
         [
-            "GET",
+            method.upper(),
             canonical_uri,
             canonical_query(params),
             canonical_headers,
             signed_headers,
-            EMPTY_SHA256,
+            hashlib.sha256(body).hexdigest() if body else EMPTY_SHA256,
         ]
     )
     scope = f"{day}/{region}/{service}/aws4_request"

@@ -364,11 +364,12 @@ class CloudCatalog:
         from providers.core.plugins import import_string
 
         capacity = self.capacity()
-        quota_map = import_string(self._quota_map)
+        quota_map = import_string(self._quota_map)  # a QuotaMap class, built per region
         regions = [p.region.name for p in pricings]
         snapshots = {s.region: s for s, _ in capacity.snapshots(list(dict.fromkeys(regions)))}
         for pricing in pricings:
-            keep_launchable(pricing, snapshots[pricing.region.name], quota_map)
+            snapshot = snapshots[pricing.region.name]
+            keep_launchable(pricing, snapshot, quota_map(snapshot.quotas))
 
     def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
         raise UsageError(

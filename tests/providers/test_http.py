@@ -165,6 +165,38 @@ def test_what_is_not_idempotent_is_retried_only_when_it_cannot_have_been_process
     assert len(calls) == 1
 
 
+def test_an_answer_the_map_reads_as_throttled_is_retried_whatever_its_status(
+    sleeps: list[float],
+) -> None:
+    """AWS Service Quotas says "slow down" with HTTP 400 and a JSON `__type`: the map names
+    such reasons and the client retries them as it does a 429 (a POST too: a throttled
+    request was not processed); any other 400 is still an error at once, with its message."""
+
+    def explain(body: bytes, reason: str) -> tuple[str, str]:
+        value = json.loads(body or b"{}")
+        return str(value.get("__type", "")), str(value.get("message", ""))
+
+    errors = ErrorMap(explain=explain, throttled=frozenset({"ThrottlingException"}))
+    slow = httpx.Response(400, json={"__type": "ThrottlingException", "message": "slow"})
+    calls: list[httpx.Request] = []
+    answers = iter([slow, slow, httpx.Response(200, json={"ok": 1})])
+    http = client(sleeps, errors=errors, transport=mock(lambda r: next(answers), calls))
+    assert http.decode(http.request("POST", "https://api.example/", body={}, idempotent=False))
+    assert len(calls) == 3 and sleeps == [0.5, 1.0]
+    wrong = httpx.Response(400, json={"__type": "IllegalArgumentException", "message": "bad"})
+    calls.clear()
+    http = client(sleeps, errors=errors, transport=mock(lambda r: wrong, calls))
+    with pytest.raises(ShoalError, match="HTTP 400 IllegalArgumentException: bad"):
+        http.request("POST", "https://api.example/", body={})
+    assert len(calls) == 1
+    calls.clear()
+    http = client(sleeps, errors=errors, transport=mock(lambda r: slow, calls))
+    with pytest.raises(ShoalError, match="HTTP 400 ThrottlingException: slow"):
+        http.request("POST", "https://api.example/", body={})
+    assert len(calls) == FAST.attempts  # then the map's error, the body still read
+    assert ErrorMap(throttled=frozenset({"x"})).extended().throttled == {"x"}
+
+
 def test_a_401_gets_new_credentials_once() -> None:
     token = ["old"]
     refreshes: list[str] = []

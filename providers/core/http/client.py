@@ -1,7 +1,8 @@
 """The one JSON-over-HTTP client: cloud prices, Kubernetes, image pulls, the container engine.
 
 Retries follow the RetryPolicy (a request that is not idempotent only when it cannot have
-been processed: a refused connection, 429). Redirects are followed by hand, or not at all:
+been processed: a refused connection, 429, or an answer the ErrorMap reads as throttled
+whatever its status). Redirects are followed by hand, or not at all:
 each hop gets the httpx client of its scheme, credentials go only to the origin first asked,
 an https -> http hop, an unusable Location and more than MAX_REDIRECTS are refused. Every
 failure becomes what the API's ErrorMap says, every string a server sent (reason phrase,
@@ -204,6 +205,7 @@ class HttpClient:
                 refreshed, attempt = True, attempt - 1
                 continue
             retry = code in self.policy.statuses and (idempotent or code == 429)
+            retry = retry or (code >= 400 and self._throttled(response))
             if retry and attempt < self.policy.attempts:
                 response.close()
                 self.pause(attempt - 1, response.headers.get("retry-after", ""))
@@ -268,6 +270,15 @@ class HttpClient:
             return Kind.TIMEOUT
         denied = isinstance(exc, PermissionError) or isinstance(exc.__cause__, PermissionError)
         return Kind.DENIED if denied or "Permission denied" in str(exc) else Kind.UNREACHABLE
+
+    def _throttled(self, response: httpx.Response) -> bool:
+        """Whether an error answer's body says, in the API's own words, "slow down" (the
+        map's `throttled`). The body read is kept for the error's message."""
+        if not self.errors.throttled:
+            return False
+        response._content = _peek(response)  # where Response.read() puts it
+        reason, _ = self.errors.explain(response._content, response.reason_phrase)
+        return reason in self.errors.throttled
 
     def _read(self, response: httpx.Response, method: str, target: str, url: str) -> None:
         body, whole = _body(response, self.max_bytes)

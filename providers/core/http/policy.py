@@ -117,18 +117,21 @@ def no_explanation(body: bytes, reason: str) -> tuple[str, str]:
 class ErrorMap:
     """One API's failures as typed errors: the first of its `rules` that matches, else of
     DEFAULT_RULES. `explain(body, reason phrase)` reads the API's own (reason, message)
-    from the first 64 KiB of an error's body."""
+    from the first 64 KiB of an error's body. `throttled`: the API's own reasons (as
+    `explain` reads them) that mean "slow down" whatever the status, retried as a 429 is
+    (AWS Service Quotas answers ThrottlingException with HTTP 400)."""
 
     rules: tuple[Rule, ...] = ()
     where: str = "{url}"
     said: str = ": {}"
     fields: Mapping[str, object] = field(default_factory=dict)
     explain: Callable[[bytes, str], tuple[str, str]] = no_explanation
+    throttled: frozenset[str] = frozenset()
 
     def extended(self, *rules: Rule, **fields: object) -> ErrorMap:
         """This map with `rules` before its own, and more `fields`."""
-        return ErrorMap(
-            (*rules, *self.rules), self.where, self.said, {**self.fields, **fields}, self.explain
+        return dataclasses.replace(
+            self, rules=(*rules, *self.rules), fields={**self.fields, **fields}
         )
 
     def error(self, failure: Failure) -> ShoalError:

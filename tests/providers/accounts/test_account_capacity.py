@@ -98,6 +98,9 @@ class Accounts:
 class Map:
     """The scripted cloud's rules: a type's family by its first letter, vCPUs per instance."""
 
+    def __init__(self, quotas: Sequence[Quota] = ()) -> None:
+        self.quotas = quotas
+
     def needs(
         self, instance_type: str, vcpus: float | None, gpu: str, gpu_count: int, market: Market
     ) -> list[Need]:
@@ -105,9 +108,6 @@ class Map:
         code = {"P": {"onDemand": "L-P", "spot": "L-PS"}, "STD": {"onDemand": "L-STD"}}
         found = code[family].get(market)
         return [Need(found, vcpus or 0)] if found else [Need("L-UNKNOWN", 1)]
-
-
-MAP = Map()
 
 
 class PriceFetcher:
@@ -157,7 +157,7 @@ def make(tmp_path: Path) -> Make:
             PriceFetcher,  # type: ignore[arg-type]
             "us-east-1",
             accounts=build_accounts,
-            quota_map=f"{__name__}:MAP",
+            quota_map=f"{__name__}:Map",
         )
         return catalog, fetcher, warnings
 

@@ -17,10 +17,12 @@ from providers.aws.sigv4 import Credentials, sign_get
 from providers.cloud.http import RetryPolicy
 from providers.core.env import (
     ENV_AWS_ACCESS_KEY_ID,
+    ENV_AWS_CONFIG_FILE,
     ENV_AWS_EC2_URL,
     ENV_AWS_PRICING_URL,
     ENV_AWS_SECRET_ACCESS_KEY,
     ENV_AWS_SESSION_TOKEN,
+    ENV_AWS_SHARED_CREDENTIALS_FILE,
 )
 from providers.core.errors import (
     CredentialsError,
@@ -62,6 +64,9 @@ def fetcher(
     tmp_path: Path, api: ApiServer, config: dict[str, Any] | None = None, **env: str
 ) -> AwsFetcher:
     environ = {ENV_AWS_PRICING_URL: api.base, ENV_AWS_EC2_URL: api.base + "/ec2/{region}"}
+    # Never the machine's own ~/.aws: credentials come from what each test sets.
+    environ[ENV_AWS_SHARED_CREDENTIALS_FILE] = str(tmp_path / "no-credentials")
+    environ[ENV_AWS_CONFIG_FILE] = str(tmp_path / "no-config")
     environ.update(env)
     settings = Settings(
         paths=Paths.from_env({"SHOAL_HOME": str(tmp_path)}), config=config or {}, env=environ

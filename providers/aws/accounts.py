@@ -1,0 +1,565 @@
+"""An AWS account's capacity per region: EC2 vCPU quotas, running instances, reservations.
+
+Per region, at once (providers/accounts/parallel.py), each call with its own client:
+
+- Service Quotas `ListServiceQuotas` and `ListAWSDefaultServiceQuotas` for service `ec2`
+  (JSON 1.1, every page). ListServiceQuotas lists the applied values, but "if the applied
+  quota value is not available for a quota, the quota is not retrieved"
+  (https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html),
+  so AWS's defaults fill the codes it left out (a note says which vCPU quotas they are).
+  The vCPU quotas shoal knows (providers/aws/families.py) become `cpu/vcpu` quotas of
+  their family group and market; every other ec2 quota is kept as `quota/<code>` in group
+  "other", usage unknown.
+- EC2 `DescribeInstances` (pending and running): instances per (type, zone, market,
+  vCPUs); `instanceLifecycle` "spot" is spot, anything else on-demand. vCPUs from the
+  instance's `cpuOptions` (cores x threads), else from `DescribeInstanceTypes`, asked
+  after, once, for the types in use and reserved; GPUs from its `gpuInfo` (or
+  `neuronInfo`), else from the family table. A vCPU quota's `used` is the vCPUs of the
+  running instances of its group and market.
+- EC2 `DescribeCapacityReservations`: active, scheduled and payment-pending reservations
+  and capacity blocks (`reservationType` capacity-block).
+
+An API that refuses the request (401/403, AccessDenied, UnauthorizedOperation) leaves its
+part unknown and says which permission would fill it; only when every API of every region
+refused is it a CredentialsError (77). Anything else (unreachable, throttled past the
+retries, a malformed answer) fails the region, and so the fetch, with its one-line error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from providers import gpus
+from providers.accounts.model import AccountSnapshot, InstanceUsage, Market, Quota, Reservation
+from providers.accounts.parallel import run_all
+from providers.aws.api import Endpoint, Refused, aws_http, items, text
+from providers.aws.credentials import AwsCredentials, find_credentials
+from providers.aws.families import BY_CODE, family_gpu, quota_gpus, vcpu_quota
+from providers.config import base_url, setting
+from providers.core.env import (
+    ENV_AWS_ACCESS_KEY_ID,
+    ENV_AWS_DEFAULT_REGION,
+    ENV_AWS_EC2_URL,
+    ENV_AWS_PROFILE,
+    ENV_AWS_QUOTAS_URL,
+    ENV_AWS_REGION,
+    ENV_AWS_SECRET_ACCESS_KEY,
+    ENV_AWS_SESSION_TOKEN,
+)
+from providers.core.errors import CredentialsError, ShoalError, UsageError
+from providers.core.timeutil import parse_time
+from providers.core.urls import display
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
+
+    import httpx
+
+    from providers.cloud.http import CloudHttp, RetryPolicy
+    from providers.core.settings import Settings
+
+PROVIDER = "aws"
+DEFAULT_REGION = "us-east-1"
+DEFAULT_EC2_URL = "https://ec2.{region}.amazonaws.com"
+DEFAULT_QUOTAS_URL = "https://servicequotas.{region}.amazonaws.com"
+QUOTAS_TARGET = "ServiceQuotasV20190624."
+PAGE_SIZE = 1000  # DescribeInstances and DescribeCapacityReservations: at most 1000
+QUOTA_PAGE_SIZE = 100  # ListServiceQuotas: at most 100
+TYPES_PER_CALL = 100
+KEPT_STATES = ("active", "scheduled", "payment-pending")
+CREDENTIALS_HINT = (
+    f"set {ENV_AWS_ACCESS_KEY_ID} and {ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN} "
+    f"for temporary credentials), or {ENV_AWS_PROFILE} to a profile of ~/.aws/credentials"
+)
+REFUSED_HINT = (
+    f"EC2 refused the AWS credentials; check {ENV_AWS_ACCESS_KEY_ID} and "
+    f"{ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN}), or the profile "
+    f"{ENV_AWS_PROFILE} names"
+)
+# What each API's answer fills, and the permission it takes: for the notes.
+QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS, TYPES = (
+    "ListServiceQuotas", "ListAWSDefaultServiceQuotas", "DescribeInstances",
+    "DescribeCapacityReservations", "DescribeInstanceTypes",
+)  # fmt: skip
+PERMISSION = {
+    QUOTAS: "servicequotas:ListServiceQuotas",
+    DEFAULTS: "servicequotas:ListAWSDefaultServiceQuotas",
+    INSTANCES: "ec2:DescribeInstances",
+    RESERVATIONS: "ec2:DescribeCapacityReservations",
+    TYPES: "ec2:DescribeInstanceTypes",
+}
+UNKNOWN = {
+    QUOTAS: "quotas unknown",
+    DEFAULTS: "quotas left at their default value may be missing",
+    INSTANCES: "usage unknown",
+    RESERVATIONS: "capacity reservations unknown",
+    TYPES: "vCPUs and GPUs of the instance types unknown",
+}
+
+
+@dataclass
+class Running:
+    """Instances of one type in one zone and market; vcpus per instance (None: ask
+    DescribeInstanceTypes)."""
+
+    instance_type: str
+    zone: str
+    market: Market
+    vcpus: float | None
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What DescribeInstanceTypes says of a type."""
+
+    vcpus: float | None
+    gpu: str = ""
+    gpus: int = 0
+
+
+@dataclass
+class _Region:
+    """One region's answers, each an API's data or the Refused that stood for it."""
+
+    name: str
+    answers: dict[str, Any] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def refused(self, api: str) -> Refused | None:
+        answer = self.answers.get(api)
+        return answer if isinstance(answer, Refused) else None
+
+    def note_refused(self, api: str, what: str = "") -> None:
+        refusal = self.refused(api)
+        if refusal is not None:
+            self.notes.append(
+                f"{what or UNKNOWN[api]}: {api} was refused in {self.name} ({refusal.code}); "
+                f"grant {PERMISSION[api]}"
+            )
+
+
+class AwsAccounts:
+    """EC2 capacity of the account the credentials belong to (`account`: their access key
+    id, which names the account without being a secret)."""
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        found: AwsCredentials,
+        *,
+        ec2_url: str = DEFAULT_EC2_URL,
+        quotas_url: str = DEFAULT_QUOTAS_URL,
+        default_region: str = DEFAULT_REGION,
+        policy: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        page_size: int = PAGE_SIZE,
+    ) -> None:
+        self.credentials = found.credentials
+        self.account = found.credentials.access_key_id
+        self.ec2_url = ec2_url.rstrip("/")
+        self.quotas_url = quotas_url.rstrip("/")
+        self.default_region = default_region
+        self.policy = policy
+        self.transport = transport
+        self.now = now
+        self.page_size = page_size
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        policy: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        home: Path | None = None,
+    ) -> AwsAccounts:
+        """Credentials as the AWS CLI finds them (CredentialsError, 77, when there are
+        none); endpoints from SHOAL_AWS_EC2_URL / SHOAL_AWS_QUOTAS_URL or `[aws] ec2_url` /
+        `quotas_url`; the region asked for the region list: `[aws] default_region`,
+        AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1."""
+        found = find_credentials(settings.env, home=home)
+        if found is None:
+            raise CredentialsError(
+                f"aws: account capacity needs AWS credentials; {CREDENTIALS_HINT}"
+            )
+        ec2 = base_url(settings, PROVIDER, "ec2_url", ENV_AWS_EC2_URL, DEFAULT_EC2_URL)
+        quotas = base_url(settings, PROVIDER, "quotas_url", ENV_AWS_QUOTAS_URL, DEFAULT_QUOTAS_URL)
+        region = (
+            setting(settings, PROVIDER, "default_region", "", "")
+            or settings.env.get(ENV_AWS_REGION, "").strip()
+            or settings.env.get(ENV_AWS_DEFAULT_REGION, "").strip()
+            or found.region
+            or DEFAULT_REGION
+        )
+        return cls(
+            found,
+            ec2_url=ec2,
+            quotas_url=quotas,
+            default_region=region,
+            policy=policy,
+            transport=transport,
+        )
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _http(self, *, refusals: bool) -> CloudHttp:
+        return aws_http(
+            PROVIDER,
+            auth_hint=REFUSED_HINT,
+            credentials=self.credentials,
+            policy=self.policy,
+            transport=self.transport,
+            refusals=refusals,
+        )
+
+    def _ec2(self, region: str, *, refusals: bool = True) -> Endpoint:
+        url = self.ec2_url.replace("{region}", region)
+        return Endpoint(
+            self._http(refusals=refusals), url, region, "ec2", self.credentials, self.now
+        )
+
+    def _quotas(self, region: str) -> Endpoint:
+        url = self.quotas_url.replace("{region}", region)
+        http = self._http(refusals=True)
+        return Endpoint(http, url, region, "servicequotas", self.credentials, self.now)
+
+    def regions(self) -> list[str]:
+        """The regions enabled for the account (EC2 DescribeRegions in the default region)."""
+        api = self._ec2(self.default_region, refusals=False)
+        try:
+            root = api.query("DescribeRegions")
+        finally:
+            api.http.close()
+        names = [text(item, "regionName") for item in items(root, "regionInfo")]
+        return sorted(name for name in names if name)
+
+    def fetch(self, regions: Sequence[str]) -> list[AccountSnapshot]:
+        """One snapshot per region, in order; the first region that failed raises."""
+        fetched_at = self.now()
+        states = [_Region(name) for name in dict.fromkeys(regions)]
+        apis = (QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS)
+        calls = [self._call(state.name, api) for state in states for api in apis]
+        results = run_all(calls)
+        for index, result in enumerate(results):
+            state, api = states[index // len(apis)], apis[index % len(apis)]
+            state.answers[api] = result
+        _raise_if_all_refused(results)
+        for state in states:
+            _raise_failure(state, apis)
+        shapes = run_all([self._call(s.name, TYPES, _types_wanted(s)) for s in states])
+        for state, result in zip(states, shapes, strict=True):
+            state.answers[TYPES] = result
+            _raise_failure(state, (TYPES,))
+        return [self._snapshot(state, fetched_at) for state in states]
+
+    def _call(self, region: str, api: str, types: Sequence[str] = ()) -> Callable[[], Any]:
+        def call() -> Any:
+            if api == TYPES and not types:
+                return {}
+            endpoint = self._quotas(region) if api in (QUOTAS, DEFAULTS) else self._ec2(region)
+            try:
+                return self._ask(endpoint, api, types)
+            except Refused as exc:
+                return exc
+            finally:
+                endpoint.http.close()
+
+        return call
+
+    def _ask(self, endpoint: Endpoint, api: str, types: Sequence[str]) -> Any:
+        if api in (QUOTAS, DEFAULTS):
+            body = {"ServiceCode": "ec2", "MaxResults": QUOTA_PAGE_SIZE}
+            pages = endpoint.json_pages(QUOTAS_TARGET + api, body)
+            return [q for page in pages for q in _quota_list(page, api)]
+        if api == INSTANCES:
+            params = {
+                "Filter.1.Name": "instance-state-name",
+                "Filter.1.Value.1": "pending",
+                "Filter.1.Value.2": "running",
+                "MaxResults": str(self.page_size),
+            }
+            return _running(endpoint.query_pages(api, params))
+        if api == RESERVATIONS:
+            params = {"MaxResults": str(self.page_size), "Filter.1.Name": "state"}
+            params.update({f"Filter.1.Value.{n}": s for n, s in enumerate(KEPT_STATES, 1)})
+            return [r for root in endpoint.query_pages(api, params) for r in _reservations(root)]
+        shapes: dict[str, Shape] = {}
+        for start in range(0, len(types), TYPES_PER_CALL):
+            chunk = types[start : start + TYPES_PER_CALL]
+            params = {f"InstanceType.{n}": name for n, name in enumerate(chunk, 1)}
+            for root in endpoint.query_pages(api, params):
+                shapes.update(_shapes(root))
+        return shapes
+
+    # -- one region's snapshot -----------------------------------------------------------
+
+    def _snapshot(self, state: _Region, fetched_at: datetime) -> AccountSnapshot:
+        region = state.name
+        for api in (QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS):
+            if state.refused(api) is None:
+                base = self.quotas_url if api in (QUOTAS, DEFAULTS) else self.ec2_url
+                state.sources.append(f"{display(base.replace('{region}', region))} {api}")
+        shapes: dict[str, Shape] = {}
+        if isinstance(state.answers[TYPES], dict):
+            shapes = state.answers[TYPES]
+            if _types_wanted(state):
+                state.sources.append(f"{display(self.ec2_url.replace('{region}', region))} {TYPES}")
+        usage = _usage(state, shapes)
+        quotas = _quotas(state, usage)
+        state.note_refused(RESERVATIONS)
+        state.note_refused(TYPES)
+        reservations = _with_shapes(state.answers[RESERVATIONS], shapes, fetched_at)
+        return AccountSnapshot(
+            provider=PROVIDER,
+            region=region,
+            fetched_at=fetched_at,
+            quotas=quotas,
+            usage=usage,
+            reservations=reservations,
+            sources=state.sources,
+            notes=state.notes,
+        )
+
+
+# -- what the answers become ---------------------------------------------------------------
+
+
+def _raise_if_all_refused(results: Sequence[object]) -> None:
+    refusals = [r for r in results if isinstance(r, Refused)]
+    if results and len(refusals) == len(results):
+        codes = ", ".join(sorted({r.code for r in refusals}))
+        raise CredentialsError(
+            f"aws: every API refused the credentials ({codes}); check them ({CREDENTIALS_HINT}) "
+            f"and that they may call {', '.join(PERMISSION[a] for a in PERMISSION)}"
+        )
+
+
+def _raise_failure(state: _Region, apis: Sequence[str]) -> None:
+    """The first answer of `apis` that is an error other than a refusal, raised with the
+    region and API it came from."""
+    for api in apis:
+        answer = state.answers.get(api)
+        if not isinstance(answer, Exception) or isinstance(answer, Refused):
+            continue
+        if not isinstance(answer, ShoalError):
+            raise answer  # a bug: its traceback
+        message = str(answer).removeprefix(f"{PROVIDER}: ")
+        message = f"{PROVIDER}: {state.name} {api}: {message}"
+        try:
+            error = type(answer)(message)
+        except TypeError:  # a subclass built from other arguments
+            error = ShoalError(message)
+        raise error from None
+
+
+def _types_wanted(state: _Region) -> list[str]:
+    """The types whose vCPUs or GPUs the answers need (none when both lists were refused)."""
+    wanted: set[str] = set()
+    running = state.answers.get(INSTANCES)
+    if isinstance(running, list):
+        wanted.update(r.instance_type for r in running)
+    reserved = state.answers.get(RESERVATIONS)
+    if isinstance(reserved, list):
+        wanted.update(r.instance_type for r in reserved)
+    return sorted(t for t in wanted if t)
+
+
+def _quota_list(page: Mapping[str, Any], api: str) -> list[dict[str, Any]]:
+    quotas = page.get("Quotas", [])
+    if not isinstance(quotas, list):
+        raise ShoalError(f"malformed {api} response: 'Quotas' is not a list")
+    return [q for q in quotas if isinstance(q, dict) and isinstance(q.get("QuotaCode"), str)]
+
+
+def _running(pages: Iterable[Element]) -> list[Running]:
+    groups: dict[tuple[str, str, Market, float | None], Running] = {}
+    for root in pages:
+        for reservation in items(root, "reservationSet"):
+            for instance in items(reservation, "instancesSet"):
+                if text(instance, "instanceState", "name") not in ("pending", "running"):
+                    continue  # the filter asked for these; a server may ignore filters
+                name = text(instance, "instanceType")
+                zone = text(instance, "placement", "availabilityZone")
+                market: Market = (
+                    "spot" if text(instance, "instanceLifecycle") == "spot" else "onDemand"
+                )
+                cores = _number(instance, INSTANCES, "cpuOptions", "coreCount")
+                threads = _number(instance, INSTANCES, "cpuOptions", "threadsPerCore")
+                vcpus = cores * threads if cores is not None and threads is not None else None
+                key = (name, zone, market, vcpus)
+                groups.setdefault(key, Running(name, zone, market, vcpus)).count += 1
+    return list(groups.values())
+
+
+def _shapes(root: Element) -> dict[str, Shape]:
+    shapes: dict[str, Shape] = {}
+    for item in items(root, "instanceTypeSet"):
+        name = text(item, "instanceType")
+        devices = (
+            items(item, "gpuInfo", "gpus")
+            or items(item, "neuronInfo", "neuronDevices")
+            or items(item, "inferenceAcceleratorInfo", "accelerators")
+        )
+        models = [gpus.model(text(d, "name")) for d in devices if text(d, "name")]
+        count = sum(int(_number(d, TYPES, "count") or 0) for d in devices)
+        vcpus = _number(item, TYPES, "vCpuInfo", "defaultVCpus")
+        shapes[name] = Shape(vcpus, models[0] if models else "", count)
+    return shapes
+
+
+def _reservations(root: Element) -> list[Reservation]:
+    found = []
+    for item in items(root, "capacityReservationSet"):
+        state = text(item, "state")
+        if state not in KEPT_STATES:
+            continue
+        block = text(item, "reservationType") == "capacity-block"
+        found.append(
+            Reservation(
+                id=text(item, "capacityReservationId"),
+                kind="capacity-block" if block else "capacity-reservation",
+                instance_type=text(item, "instanceType"),
+                total=int(_number(item, RESERVATIONS, "totalInstanceCount") or 0),
+                available=int(_number(item, RESERVATIONS, "availableInstanceCount") or 0),
+                start=_time(item, "startDate"),
+                end=_time(item, "endDate"),
+                zone=text(item, "availabilityZone"),
+                state=state,
+            )
+        )
+    return found
+
+
+def _with_shapes(
+    answer: object, shapes: Mapping[str, Shape], fetched_at: datetime
+) -> list[Reservation]:
+    """Reservations with their types' vCPUs and GPUs; a start already past is None."""
+    if not isinstance(answer, list):
+        return []
+    for reservation in answer:
+        shape = shapes.get(reservation.instance_type)
+        reservation.vcpus = shape.vcpus if shape else None
+        reservation.gpu = (shape.gpu if shape else "") or family_gpu(reservation.instance_type)
+        reservation.gpus = shape.gpus if shape else 0
+        if reservation.start is not None and reservation.start <= fetched_at:
+            reservation.start = None
+    return answer
+
+
+def _usage(state: _Region, shapes: Mapping[str, Shape]) -> list[InstanceUsage]:
+    running = state.answers[INSTANCES]
+    if not isinstance(running, list):
+        state.note_refused(INSTANCES)
+        return []
+    usage = []
+    for group in running:
+        shape = shapes.get(group.instance_type)
+        quota = vcpu_quota(group.instance_type, group.market)
+        usage.append(
+            InstanceUsage(
+                instance_type=group.instance_type,
+                market=group.market,
+                count=group.count,
+                group=quota.group if quota is not None else "",
+                zone=group.zone,
+                vcpus=group.vcpus if group.vcpus is not None else (shape.vcpus if shape else None),
+                gpu=(shape.gpu if shape else "") or family_gpu(group.instance_type),
+                gpus=shape.gpus if shape else 0,
+            )
+        )
+    return sorted(usage, key=lambda u: (u.instance_type, u.zone, u.market))
+
+
+def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
+    """The applied quotas, AWS's defaults for the codes they leave out."""
+    applied, defaults = state.answers[QUOTAS], state.answers[DEFAULTS]
+    if isinstance(applied, list):
+        state.note_refused(DEFAULTS)
+    elif isinstance(defaults, list):
+        state.note_refused(QUOTAS, "quota values are AWS's defaults, not the account's")
+    else:
+        state.note_refused(QUOTAS)
+    listed = {q["QuotaCode"]: q for q in (defaults if isinstance(defaults, list) else [])}
+    from_defaults = set(listed) if isinstance(applied, list) else set()
+    for quota in applied if isinstance(applied, list) else []:
+        listed[quota["QuotaCode"]] = quota
+        from_defaults.discard(quota["QuotaCode"])
+    used = _used(usage) if isinstance(state.answers[INSTANCES], list) else {}
+    quotas: list[Quota] = []
+    skipped = 0
+    for code, entry in sorted(listed.items()):
+        value = entry.get("Value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            skipped += 1
+            continue
+        known = BY_CODE.get(code)
+        name = entry.get("QuotaName")
+        quotas.append(
+            Quota(
+                code=code,
+                name=name if isinstance(name, str) and name else (known.name if known else code),
+                group=known.group if known else "other",
+                market=known.market if known else "onDemand",
+                resource=("cpu", "vcpu") if known else ("quota", code),
+                limit=float(value),
+                used=used.get(code),
+                scope="global" if entry.get("GlobalQuota") is True else "region",
+                gpus=quota_gpus(code),
+            )
+        )
+    defaulted = sorted(BY_CODE[c].name for c in from_defaults if c in BY_CODE)
+    if defaulted:
+        state.notes.append(
+            f"{len(defaulted)} vCPU quota(s) at AWS's default value (ListServiceQuotas lists no "
+            f"applied value for them): {', '.join(defaulted)}"
+        )
+    if skipped:
+        state.notes.append(f"{skipped} ec2 quota(s) without a numeric value left out")
+    return quotas
+
+
+def _used(usage: list[InstanceUsage]) -> dict[str, float | None]:
+    """vCPUs in use per known vCPU quota code; None where an instance's vCPUs are unknown."""
+    used: dict[str, float | None] = dict.fromkeys(BY_CODE, 0.0)
+    for item in usage:
+        quota = vcpu_quota(item.instance_type, item.market)
+        if quota is None:
+            continue
+        so_far = used[quota.code]
+        if so_far is None or item.vcpus is None:
+            used[quota.code] = None
+        else:
+            used[quota.code] = so_far + item.vcpus * item.count
+    return used
+
+
+def _number(element: Element, api: str, *path: str) -> float | None:
+    """The number at `path` (None when absent); not a number: a malformed answer."""
+    raw = text(element, *path)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ShoalError(f"malformed {api} response: {'/'.join(path)} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise ShoalError(f"malformed {api} response: {'/'.join(path)} is out of range")
+    return value
+
+
+def _time(element: Element, name: str) -> datetime | None:
+    raw = text(element, name)
+    if not raw:
+        return None
+    try:
+        return parse_time(raw, name)
+    except UsageError:
+        raise ShoalError(f"malformed {RESERVATIONS} response: {name} is not a time") from None
