@@ -238,44 +238,41 @@ def check_selectors(provider: str, selectors: Sequence[Selector]) -> None:
             )
 
 
-def _records(
-    item: RegionResourceItem, quotas: Sequence[Quota], region: str, provider: str
-) -> list[dict[str, object]]:
-    """What a selector may test of one overview item: one record per GPU model or instance
-    type it covers (a family with none still gives one record, with no gpu)."""
-    base: dict[str, object] = {"region": region, "provider": provider, "gpu": None}
-    records: list[dict[str, object]] = []
+def _covers(item: RegionResourceItem, snapshot: AccountSnapshot) -> tuple[set[str], set[str]]:
+    """(GPU models, instance types) an overview item speaks for: a family's quotas' GPU
+    models and the types running in it; the reservations' types and GPUs; an account-wide
+    item's quotas' GPU models."""
     gpus: set[str] = set()
-    for q in quotas:
-        if q.scope == ("global" if item.key == "account" else "region") and (
-            item.key == "account" or q.group == item.value
-        ):
+    types: set[str] = set()
+    if item.key == "reservations":
+        for r in snapshot.reservations:
+            types.add(r.instance_type)
+            gpus.update([r.gpu] if r.gpu else [])
+        return gpus, types
+    scope = "global" if item.key == "account" else "region"
+    for q in snapshot.quotas:
+        if q.scope == scope and (item.key == "account" or q.group == item.value):
             gpus.update(q.gpus)
-            if q.resource[0] == "gpu":
-                gpus.add(q.resource[1])
-    types = [child.value for child in item.next_level if child.key == "instance"]
-    for child in item.next_level:
-        for stat_item in _stat_items(child.stat):
-            gpus.update(stat_item.get("gpu", {}))
-            types.extend(stat_item.get("instance", {}))
-    for stat_item in _stat_items(item.stat):
-        types.extend(stat_item.get("instance", {}))
-        gpus.update(stat_item.get("gpu", {}))
+    for u in snapshot.usage:
+        if item.key == "family" and u.group == item.value:
+            types.add(u.instance_type)
+            gpus.update([u.gpu] if u.gpu else [])
+    return gpus, types
+
+
+def _records(
+    item: RegionResourceItem, snapshot: AccountSnapshot, region: str
+) -> list[dict[str, object]]:
+    """What a selector may test of one overview item: one record per GPU model and
+    instance type it covers (an item with none still gives one record, with no gpu)."""
+    gpus, types = _covers(item, snapshot)
+    base: dict[str, object] = {"region": region, "provider": snapshot.provider}
     no: list[str | None] = [None]
-    for gpu in [*sorted(gpus)] or no:
-        for name in [*sorted(set(types))] or no:
-            records.append({**base, "gpu": gpu, "instance_type": name, "name": name})
-    return records
-
-
-def _stat_items(stat: ResourceStat) -> list[ResourceItem]:
-    out: list[ResourceItem] = []
-    for market in (stat.on_demand, stat.spot):
-        if market is not None:
-            out.extend([market.supply, market.allocated])
-    if stat.scheduled is not None:
-        out.extend(stat.scheduled.supply.values())
-    return out
+    return [
+        {**base, "gpu": gpu, "instance_type": name, "name": name}
+        for gpu in [*sorted(gpus)] or no
+        for name in [*sorted(types)] or no
+    ]
 
 
 def select(
@@ -293,7 +290,7 @@ def select(
         for item in resource.overview
         if any(
             sel.matches(selectors, record)
-            for record in _records(item, snapshot.quotas, region, snapshot.provider)
+            for record in _records(item, snapshot, region)
         )
     ]
     if not any(_allocatable(item) for item in kept):

@@ -1,0 +1,157 @@
+"""`shoal resources -p aws` and `shoal pricing --available` as users run them: the real AWS
+fetchers behind the CLI, against a loopback AWS (EC2 XML, Service Quotas JSON, the Price
+List files; SigV4 checked on every request)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.providers.apiserver import Reply
+from tests.providers.aws import payloads
+from tests.providers.aws.quotaserver import AwsServer
+from tests.providers.aws.test_accounts import CREDS, EU, KEY_ID, SECRET, TOKEN, US, stock
+
+
+@pytest.fixture
+def aws() -> Iterator[AwsServer]:
+    with AwsServer(CREDS, (US, EU)) as server:
+        stock(server)
+        stock(server, EU)
+        # The capacity block ahead of now, whenever the test runs.
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(days=2)
+        block = server.region(US).capacity[1]
+        block.start = start.isoformat().replace("+00:00", ".000Z")
+        block.end = (start + timedelta(days=14)).isoformat().replace("+00:00", ".000Z")
+        products, on_demand, reserved = payloads.catalog_products(US, "USD")
+        offer = payloads.offer_file(products, on_demand, reserved)
+        server.route(payloads.REGION_INDEX_PATH, lambda q, h: Reply.json(payloads.region_index()))
+        server.route(payloads.OFFER_PATH.format(region=US), offer)
+        yield server
+
+
+def env(server: AwsServer, **more: str) -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_SESSION_TOKEN": TOKEN,
+        "SHOAL_AWS_EC2_URL": server.base + "/ec2/{region}",
+        "SHOAL_AWS_QUOTAS_URL": server.base + "/sq/{region}",
+        "SHOAL_AWS_PRICING_URL": server.base,
+        **more,
+    }
+
+
+Cli = Callable[..., Any]
+
+
+def ok(run: Any) -> Any:
+    assert run.exit_code == 0, run.stderr
+    return run
+
+
+def family(resource: dict[str, Any], value: str) -> dict[str, Any]:
+    (found,) = [i for i in resource["overview"] if i["key"] == "family" and i["value"] == value]
+    return found
+
+
+def test_resources_shows_the_account_quotas_usage_and_reservations(
+    cli: Cli, aws: AwsServer
+) -> None:
+    run = ok(cli("resources", "-p", "aws", "-r", US, "--json", env=env(aws)))
+    (res,) = json.loads(run.stdout)
+    assert res["provider"] == "aws" and res["region"]["name"] == US
+    standard = family(res, "Standard")["stat"]["onDemand"]
+    assert standard["supply"]["cpu"] == {"vcpu": "640"}
+    assert standard["allocated"]["cpu"] == {"vcpu": "4"}
+    assert standard["allocatable"]["cpu"] == {"vcpu": "636"}
+    p = family(res, "P")["stat"]["onDemand"]
+    assert p["allocatable"]["cpu"] == {"vcpu": "0"}  # 384 used of 192: noted, never negative
+    assert any("L-417A185B" in n and "above its limit" in n for n in res["notes"])
+    (held,) = [i for i in res["overview"] if i["key"] == "reservations"]
+    assert {c["value"] for c in held["nextLevel"]} == {"cr-0001", "cr-0002"}
+    assert res["asOf"] and "ListServiceQuotas" in res["source"]
+    assert KEY_ID not in run.stdout + run.stderr and SECRET not in run.stdout + run.stderr
+
+
+def test_the_table_has_a_row_per_quota_and_the_notes_go_to_stderr(cli: Cli, aws: AwsServer) -> None:
+    run = ok(cli("resources", "-p", "aws", "-r", US, env=env(aws)))
+    assert "family=Standard" in run.stdout and "cpu/vcpu" in run.stdout
+    assert "quota/L-0263D0A3" in run.stdout  # a quota shoal cannot place is shown as it is
+    assert "above its limit" in run.stderr and "above its limit" not in run.stdout
+
+
+def test_a_second_call_is_answered_from_the_cache_and_offline_works(
+    cli: Cli, aws: AwsServer
+) -> None:
+    ok(cli("resources", "-p", "aws", "-r", US, "--json", env=env(aws)))
+    asked = len(aws.calls)
+    ok(cli("resources", "-p", "aws", "-r", US, "--json", env=env(aws)))
+    assert len(aws.calls) == asked
+    no_credentials = {"SHOAL_AWS_EC2_URL": aws.base + "/nowhere/{region}"}
+    run = ok(cli("resources", "-p", "aws", "-r", US, "--offline", "--json", env=no_credentials))
+    assert json.loads(run.stdout)[0]["region"]["name"] == US
+    ok(cli("resources", "-p", "aws", "-r", US, "--refresh", "--json", env=env(aws)))
+    assert len(aws.calls) > asked
+
+
+def test_all_regions_and_a_gpu_selection(cli: Cli, aws: AwsServer) -> None:
+    run = ok(cli("resources", "-p", "aws", "--region", "all", "--json", env=env(aws)))
+    assert sorted(r["region"]["name"] for r in json.loads(run.stdout)) == [EU, US]
+    # H200s (p5en): the P family has no vCPUs left, but a capacity block holds four ahead:
+    # the region answers with the items that speak for H200s.
+    wanted = ("resources", "-p", "aws", "-r", US, "--select", "gpu=H200", "--json")
+    (res,) = json.loads(ok(cli(*wanted, env=env(aws))).stdout)
+    assert [(i["key"], i["value"]) for i in res["overview"]] == [
+        ("family", "P"),
+        ("reservations", "all"),
+    ]
+    # Nothing of the selection allocatable anywhere: no region, and stderr says why.
+    run = ok(cli("resources", "-p", "aws", "-r", EU, "--select", "gpu=B200", env=env(aws)))
+    assert "nothing allocatable for the selection" in run.stderr
+
+
+def test_no_credentials_is_77_naming_the_variables(cli: Cli) -> None:
+    run = cli("resources", "-p", "aws", "-r", US)
+    assert run.exit_code == 77
+    assert "AWS_ACCESS_KEY_ID" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_one_refused_api_is_a_note_and_all_refused_is_77(cli: Cli, aws: AwsServer) -> None:
+    aws.refuse[(US, "DescribeInstances")] = "UnauthorizedOperation"
+    run = ok(cli("resources", "-p", "aws", "-r", US, "--json", env=env(aws)))
+    (res,) = json.loads(run.stdout)
+    assert any("ec2:DescribeInstances" in n for n in res["notes"])
+    for action in (
+        "DescribeInstances",
+        "DescribeCapacityReservations",
+        "ListServiceQuotas",
+        "ListAWSDefaultServiceQuotas",
+    ):
+        aws.refuse[(US, action)] = "AccessDeniedException"
+    run = cli("resources", "-p", "aws", "-r", US, "--refresh", env=env(aws))
+    assert run.exit_code == 77 and SECRET not in run.stderr
+
+
+def test_a_window_is_refused_before_any_request(cli: Cli, aws: AwsServer) -> None:
+    run = cli("resources", "-p", "aws", "-r", US, "--start", "+1h", env=env(aws))
+    assert run.exit_code == 2 and "scheduled" in run.stderr
+    assert aws.calls == []
+
+
+def test_pricing_available_keeps_what_the_quota_can_launch(cli: Cli, aws: AwsServer) -> None:
+    wanted = ("pricing", "-p", "aws", "-r", US, "--select", "gpu_count>=1", "--json")
+    every = json.loads(ok(cli(*wanted, env=env(aws))).stdout)
+    run = ok(cli(*wanted, "--available", env=env(aws)))
+    (kept,) = json.loads(run.stdout)
+    # P is full (384 of 192 vCPUs used): no p5/p4d/p3 on demand; G and VT has room on demand.
+    assert not {"p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge", "p3.2xlarge"} & set(kept["items"])
+    assert {"g5.xlarge", "g6.xlarge"} <= set(kept["items"])
+    assert set(kept["items"]) < set(every[0]["items"])
+    assert any("--available" in n and "p5.48xlarge" in n for n in kept["notes"])
+    run = cli("pricing", "-p", "local", "--available")
+    assert run.exit_code == 2 and "--available" in run.stderr
