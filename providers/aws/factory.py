@@ -2,7 +2,7 @@
 (prices; the account's quotas, usage and reservations)."""
 
 from providers.cloud.catalog import factory
-from providers.core.env import ENV_AWS_REGION
+from providers.core.env import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION
 
 catalog = factory(
     "aws",
@@ -10,5 +10,5 @@ catalog = factory(
     "us-east-1",
     accounts="providers.aws.accounts:AwsAccounts",
     quota_map="providers.aws.families:AwsQuotaMap",
-    region_env=ENV_AWS_REGION,
+    region_env=(ENV_AWS_REGION, ENV_AWS_DEFAULT_REGION),
 )

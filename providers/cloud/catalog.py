@@ -69,14 +69,16 @@ class CloudCatalog:
         default_region: str,
         accounts: Callable[[], AccountFetcher] | None = None,
         quota_map: str = "",
-        region_env: str = "",
+        region_env: tuple[str, ...] = (),
     ) -> None:
         self._provider = provider
         self.settings = settings
         self.freshness = settings.freshness
         self.ttl = config.ttl(settings, provider)
-        self.default_region = str(
-            config.setting(settings, provider, "default_region", region_env, default_region)
+        # The cloud's own variables first (AWS_REGION, as its CLI), then the config table.
+        chosen = next((settings.env[v] for v in region_env if settings.env.get(v)), "")
+        self.default_region = chosen.strip() or str(
+            config.setting(settings, provider, "default_region", "", default_region)
         )
         self._accounts = accounts
         self._quota_map = quota_map
@@ -459,7 +461,7 @@ def factory(
     *,
     accounts: str = "",
     quota_map: str = "",
-    region_env: str = "",
+    region_env: tuple[str, ...] = (),
 ) -> Callable[[Settings], CloudCatalog]:
     """The registry factory of a cloud whose fetcher class `fetcher` names ("module:Class",
     with a `from_settings`), and whose account capacity fetcher `accounts` names (the
