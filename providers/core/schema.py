@@ -42,6 +42,9 @@ class Place:
     root: str = ""
     noun: str = "field"  # what an unknown key is called: key, field, option
     fix: str = ""  # appended to every message
+    # Said as a sentence about the field, in the words of its format's own tools (kubectl's
+    # for a kubeconfig): `where must be a mapping, got a list`, `where is missing`.
+    sentence: bool = False
 
 
 def config_place(path: Path, *table: str) -> Place:
@@ -106,16 +109,19 @@ def _message(model: type[BaseModel], error: Mapping[str, Any], place: Place) -> 
     kind: str = error["type"]
     ctx: Mapping[str, Any] = error.get("ctx") or {}
     _, description, secret = _walk(model, loc)
-    table = "a table" if place.table else "an object"
+    table = "a mapping" if place.sentence else "a table" if place.table else "an object"
     given = error.get("input")
-    got = " (not shown: it is a credential)" if secret else f", got {_show(given, table)}"
+    got = f", got {_show(given, table)}"
+    if secret:  # its kind, never the value
+        got = f", got {kind_of(given, table)} (the value is not shown: it may be a credential)"
     if kind == "extra_forbidden":
         holder, _, _ = _walk(model, loc[:-1])
         text = unknown(place.noun, loc[-1], holder.model_fields if _is_model(holder) else ())
     elif kind == "missing":
-        text = "required"
+        text = "is missing" if place.sentence else "required"
     elif kind in _EXPECTED or kind in _TABLE_TYPES:
-        text = f"expected {_EXPECTED.get(kind, table)}{got}"
+        expected = "must be" if place.sentence else "expected"
+        text = f"{expected} {_EXPECTED.get(kind, table)}{got}"
     elif kind == "finite_number":
         text = f"must be a finite number{got}"
     elif kind in _BOUNDS:
@@ -137,7 +143,8 @@ def _message(model: type[BaseModel], error: Mapping[str, Any], place: Place) -> 
         text += f" ({description})"
     if place.fix:
         text += f"; {place.fix}"
-    return f"{_where(place, loc, kind in _TABLE_TYPES)}: {text}"
+    glue = " " if place.sentence and text.startswith(("is ", "must ")) else ": "
+    return f"{_where(place, loc, kind in _TABLE_TYPES)}{glue}{text}"
 
 
 def _where(place: Place, loc: Loc, about_a_table: bool) -> str:
@@ -179,19 +186,28 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def _show(value: Any, table: str) -> str:
-    """What was given: its kind, and the value itself capped (never a whole structure)."""
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
+def kind_of(value: Any, table: str = "a mapping") -> str:
+    """What kind of value was given, without the value (a credential's); `table` names a
+    mapping."""
     if isinstance(value, Mapping):
         return table
     if isinstance(value, (list, tuple)):
         return "a list"
+    if value is None:
+        return "nothing (null)"
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return kinds.get(type(value), "a " + type(value).__name__)
+
+
+def _show(value: Any, table: str) -> str:
+    """What was given: its kind, and the value itself capped (never a whole structure)."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if value is None or isinstance(value, (Mapping, list, tuple)):
+        return kind_of(value, table)
     if isinstance(value, (date, time)):  # TOML's dates and times
         kind = "date-time" if isinstance(value, datetime) else type(value).__name__
         return f"{kind} {value.isoformat()}"
-    if value is None:
-        return "nothing (null)"
     kind = {int: "integer", float: "number", str: "string"}.get(type(value), type(value).__name__)
     return f"{kind} {shown(value)}"
 

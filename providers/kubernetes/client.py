@@ -1,9 +1,8 @@
 """A small Kubernetes API client over httpx: get, paged list, create, delete.
 
-TLS follows the kubeconfig: only the cluster's CA is trusted when one is given, client
-certificates are loaded from their files (or from `*-data` through 0600 temporary files that
-are removed once loaded), `tls-server-name` is sent as SNI and checked against the server's
-certificate (httpcore's `sni_hostname` request extension).
+TLS follows the kubeconfig (`tls`): the cluster's CA, the user's client certificate, and
+`tls-server-name` sent as SNI and checked against the server's certificate (httpcore's
+`sni_hostname` request extension); a TLS failure is said as the kubeconfig's to fix.
 
 Requests go through the shared client (providers.core.http): its retries (creates only when the
 request cannot have been processed: a refused connection, 429), its scrub of every string
@@ -28,17 +27,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
-import ssl
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.core.errors import (
-    ConfigError,
     CredentialsError,
     NotFoundError,
     ProviderUnreachableError,
@@ -52,6 +45,7 @@ from providers.core.urls import display
 from providers.kubernetes.connection import Connection
 from providers.kubernetes.credentials import read_token_file
 from providers.kubernetes.exec_plugin import ExecCredential, exec_credential
+from providers.kubernetes.tls import ssl_context, tls_failure
 
 if TYPE_CHECKING:
     import httpx
@@ -261,35 +255,8 @@ class KubeClient:
         return f"{display(conn.server)} (context {conn.context!r})"
 
     def _tls_failure(self, exc: Exception) -> ShoalError | None:
-        """A TLS failure, which retrying cannot fix, as a clear error; None for other faults."""
-        cause: BaseException | None = exc
-        while cause is not None and not isinstance(cause, ssl.SSLError):
-            cause = cause.__cause__ or cause.__context__
-        conn = self.connection
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            detail = cause.verify_message or "certificate verify failed"
-            if "hostname" in detail.lower() or "ip address" in detail.lower():
-                fix = "set tls-server-name (or the server URL) to a name the certificate has"
-            else:
-                fix = "check certificate-authority(-data), the CA to trust,"
-            return ProviderUnreachableError(
-                f"kubernetes: TLS verification of {self._where()} failed ({detail}); {fix} "
-                f"of cluster {conn.cluster!r} in {conn.source}"
-            )
-        if cause is None:
-            return None
-        text = str(cause).upper()
-        if "CERTIFICATE_REQUIRED" in text or "BAD_CERTIFICATE" in text or "UNKNOWN_CA" in text:
-            has_cert = conn.client_cert_data or conn.client_cert_file or self._exec_cert()
-            what = "refused the TLS client certificate" if has_cert else "requires a client cert"
-            return CredentialsError(
-                f"kubernetes: {self._where()} {what}; set a valid client-certificate and "
-                f"client-key for user {conn.user!r} in {conn.source}"
-            )
-        return ProviderUnreachableError(
-            f"kubernetes: TLS handshake with {self._where()} failed "
-            f"({self.http.scrub(cause.reason or str(cause))[:120]}); check the server URL and CA"
-        )
+        has_exec_cert = self._exec_cert() is not None
+        return tls_failure(exc, self.connection, self._where(), has_exec_cert, self.http.scrub)
 
 
 def _meta(page: Json) -> Json:
@@ -301,79 +268,3 @@ def _next_page(page: Any, request: Request) -> Request | None:
     """The next page of a list: its `metadata.continue` token, if it has one."""
     token = _meta(page).get("continue") if isinstance(page, dict) else None
     return request.with_params(**{"continue": str(token)}) if token else None
-
-
-# -- TLS -----------------------------------------------------------------------------------
-
-
-def ssl_context(
-    connection: Connection, exec_cert: tuple[bytes, bytes] | None = None
-) -> ssl.SSLContext:
-    """The TLS context kubectl would use: the cluster's CA only (system roots without one)
-    and the user's client certificate."""
-    conn = connection
-    where = f"cluster {conn.cluster!r} in {conn.source}"
-    if conn.insecure_skip_tls_verify:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    else:
-        try:
-            if conn.ca_data is not None:
-                ctx = ssl.create_default_context(cadata=conn.ca_data.decode("ascii", "replace"))
-            elif conn.ca_file is not None:
-                ctx = ssl.create_default_context(cafile=str(conn.ca_file))
-            else:
-                ctx = ssl.create_default_context()
-        except (ssl.SSLError, OSError, ValueError):
-            field = "certificate-authority-data" if conn.ca_data else "certificate-authority"
-            raise ConfigError(
-                f"kubernetes: {field} of {where} is not a readable PEM certificate"
-            ) from None
-    user = f"user {conn.user!r} in {conn.source}"
-    if exec_cert is not None:
-        _load_cert_data(ctx, exec_cert[0], exec_cert[1], f"the exec plugin's certificate of {user}")
-    elif conn.client_cert_data is not None or conn.client_key_data is not None:
-        cert = conn.client_cert_data or _read(conn.client_cert_file)
-        key = conn.client_key_data or _read(conn.client_key_file)
-        _load_cert_data(ctx, cert, key, f"client-certificate/client-key of {user}")
-    elif conn.client_cert_file is not None and conn.client_key_file is not None:
-        try:
-            ctx.load_cert_chain(str(conn.client_cert_file), str(conn.client_key_file))
-        except (ssl.SSLError, OSError):
-            raise ConfigError(
-                f"kubernetes: client-certificate/client-key of {user} are not a matching PEM "
-                "certificate and key"
-            ) from None
-    return ctx
-
-
-def _read(path: Path | None) -> bytes:
-    if path is None:
-        return b""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"kubernetes: cannot read {path} ({exc.strerror})") from None
-
-
-def _load_cert_data(ctx: ssl.SSLContext, cert: bytes, key: bytes, what: str) -> None:
-    """load_cert_chain only reads files: write both to a private directory (0700, files
-    0600), load, and remove them at once."""
-    directory = tempfile.mkdtemp(prefix="shoal-k8s-")
-    try:
-        paths = []
-        for name, data in (("cert.pem", cert), ("key.pem", key)):
-            path = os.path.join(directory, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            paths.append(path)
-        try:
-            ctx.load_cert_chain(paths[0], paths[1])
-        except ssl.SSLError:
-            raise ConfigError(
-                f"kubernetes: {what} are not a matching PEM certificate and key"
-            ) from None
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)

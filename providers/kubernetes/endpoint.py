@@ -4,35 +4,35 @@ name and skip-verify."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.core.errors import ConfigError
 from providers.core.urls import UrlError, display, parse
-from providers.kubernetes.kubeconfig_fields import (
-    Entry,
-    read_bool,
-    read_data,
-    read_path,
-    read_string,
-)
+from providers.kubernetes.kubeconfig_fields import Entry, read_path
+
+if TYPE_CHECKING:
+    from providers.kubernetes.kubeconfig_model import Cluster
 
 
-def cluster_fields(cluster: Entry, name: str) -> dict[str, Any]:
+def cluster_fields(cluster: Entry[Cluster], name: str) -> dict[str, Any]:
     """The `Connection` fields a cluster entry sets."""
-    ca_data = read_data(cluster, "certificate-authority-data")
+    body = cluster.body
+    ca_data = body.certificate_authority_data
+    ca_path = body.certificate_authority
+    ca_file = None if ca_data else read_path(cluster, "certificate-authority", ca_path)
     return {
         "server": _server(cluster, name),
         "ca_data": ca_data,
-        "ca_file": None if ca_data else read_path(cluster, "certificate-authority"),
-        "insecure_skip_tls_verify": read_bool(cluster, "insecure-skip-tls-verify"),
-        "tls_server_name": read_string(cluster, "tls-server-name"),
+        "ca_file": ca_file,
+        "insecure_skip_tls_verify": body.insecure_skip_tls_verify,
+        "tls_server_name": body.tls_server_name,
     }
 
 
-def _server(cluster: Entry, name: str) -> str:
+def _server(cluster: Entry[Cluster], name: str) -> str:
     """The cluster's API server URL, checked here: a malformed one is the kubeconfig's to
     fix (78), not a crash at the first request."""
-    server = read_string(cluster, "server").strip()
+    server = cluster.body.server.strip()
     field = f"{cluster.at('server')} (cluster {name!r})"
     if not server:
         raise ConfigError(

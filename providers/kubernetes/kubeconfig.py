@@ -3,9 +3,11 @@ its cluster and user.
 
 Sources, in kubectl's order: the files listed in KUBECONFIG (merged: the first file that sets
 a cluster, user or context name wins, `current-context` comes from the first file that has
-one), else `~/.kube/config`, else the pod's service account (`in_cluster`). Relative paths
-in a file are relative to that file's directory. A cluster's fields are read by `endpoint`,
-a user's by `credentials`; exec plugins are run by `exec_plugin`.
+one), else `~/.kube/config`, else the pod's service account (`in_cluster`). Each file is
+YAML (`providers/core/yamlsafe`: a few aliases, no bombs) checked against
+`kubeconfig_model`. Relative paths in a file are relative to that file's directory. A
+cluster's fields are read by `endpoint`, a user's by `credentials`; exec plugins are run
+by `exec_plugin`.
 
 Docs:
 - https://kubernetes.io/docs/concepts/configuration/organize-cluster-access-kubeconfig/
@@ -18,28 +20,20 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.core.env import ENV_KUBECONFIG
 from providers.core.errors import ConfigError
 from providers.kubernetes.connection import Connection
-from providers.kubernetes.credentials import read_token_file, user_fields
+from providers.kubernetes.credentials import user_fields
 from providers.kubernetes.endpoint import cluster_fields
-from providers.kubernetes.exec_plugin import ExecCredential, exec_credential
 from providers.kubernetes.in_cluster import IN_CLUSTER, SERVICE_ACCOUNT_DIR, in_cluster, in_pod
-from providers.kubernetes.kubeconfig_fields import Entry, kind, read_string
+from providers.kubernetes.kubeconfig_fields import Entry
 
-# Connection, ExecCredential, exec_credential and read_token_file live in connection,
-# exec_plugin and credentials; providers/kubernetes/client.py still imports them from here,
-# so they stay importable here until it imports them from their own modules.
-__all__ = [
-    "Connection",
-    "ExecCredential",
-    "exec_credential",
-    "list_contexts",
-    "load_connection",
-    "read_token_file",
-]
+if TYPE_CHECKING:
+    from providers.kubernetes.kubeconfig_model import Cluster, Context, User
+
+E = TypeVar("E")
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -122,9 +116,9 @@ def _unique(paths: Any) -> list[Path]:
 @dataclass
 class _File:
     path: Path
-    clusters: dict[str, Entry] = field(default_factory=dict)
-    users: dict[str, Entry] = field(default_factory=dict)
-    contexts: dict[str, Entry] = field(default_factory=dict)
+    clusters: dict[str, Entry[Cluster]] = field(default_factory=dict)
+    users: dict[str, Entry[User]] = field(default_factory=dict)
+    contexts: dict[str, Entry[Context]] = field(default_factory=dict)
     current_context: str = ""
 
 
@@ -154,35 +148,19 @@ def _load_file(path: Path) -> _File:
     result = _File(path)
     if data is None:
         return result
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a kubeconfig must be a YAML mapping, got {kind(data)}")
-    current = data.get("current-context")
-    if current is not None and not isinstance(current, str):
-        raise ConfigError(f"{path}: current-context must be a string, got {kind(current)}")
-    result.current_context = current or ""
-    for section, inner, into in (
-        ("clusters", "cluster", result.clusters),
-        ("users", "user", result.users),
-        ("contexts", "context", result.contexts),
-    ):
-        items = data.get(section)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            raise ConfigError(f"{path}: {section} must be a list, got {kind(items)}")
-        for index, item in enumerate(items):
-            where = f"{section}[{index}]"
-            if not isinstance(item, dict):
-                raise ConfigError(f"{path}: {where} must be a mapping, got {kind(item)}")
-            name = item.get("name")
-            if not isinstance(name, str) or not name:
-                raise ConfigError(f"{path}: {where}.name must be a non-empty string")
-            body = item.get(inner)
-            if body is None:
-                body = {}
-            if not isinstance(body, dict):
-                raise ConfigError(f"{path}: {where}.{inner} must be a mapping, got {kind(body)}")
-            into.setdefault(name, Entry(body, path, f"{where}.{inner}"))
+    from providers.kubernetes.kubeconfig_model import check
+
+    checked = check(data, path)
+    result.current_context = checked.current_context
+    for index, cluster in enumerate(checked.clusters):
+        where = f"clusters[{index}].cluster"
+        result.clusters.setdefault(cluster.name, Entry(cluster.cluster, path, where))
+    for index, user in enumerate(checked.users):
+        where = f"users[{index}].user"
+        result.users.setdefault(user.name, Entry(user.user, path, where))
+    for index, context in enumerate(checked.contexts):
+        where = f"contexts[{index}].context"
+        result.contexts.setdefault(context.name, Entry(context.context, path, where))
     return result
 
 
@@ -192,9 +170,9 @@ def _load_file(path: Path) -> _File:
 @dataclass
 class _Merged:
     files: list[Path]
-    clusters: dict[str, Entry]
-    users: dict[str, Entry]
-    contexts: dict[str, Entry]
+    clusters: dict[str, Entry[Cluster]]
+    users: dict[str, Entry[User]]
+    contexts: dict[str, Entry[Context]]
     current_context: str
 
     def is_empty(self) -> bool:
@@ -215,9 +193,9 @@ class _Merged:
         if context is None:
             origin = "--context" if wanted else f"current-context in {self.source()}"
             raise ConfigError(f"unknown context {name!r} ({origin}); known contexts: {known}")
-        cluster_name = read_string(context, "cluster")
-        user_name = read_string(context, "user")
-        namespace = read_string(context, "namespace") or "default"
+        cluster_name = context.body.cluster
+        user_name = context.body.user
+        namespace = context.body.namespace or "default"
         if not cluster_name:
             raise ConfigError(f"{context.at('cluster')}: context {name!r} names no cluster")
         cluster = self.clusters.get(cluster_name)
@@ -226,7 +204,7 @@ class _Merged:
                 f"{context.at('cluster')}: context {name!r} refers to cluster {cluster_name!r}, "
                 f"which no kubeconfig defines (known: {_names(self.clusters)})"
             )
-        user: Entry | None = None
+        user: Entry[User] | None = None
         if user_name:
             user = self.users.get(user_name)
             if user is None:
@@ -247,18 +225,20 @@ class _Merged:
         return Connection(**parts)
 
 
-def _names(entries: Mapping[str, Entry]) -> str:
+def _names(entries: Mapping[str, Entry[Any]]) -> str:
     return ", ".join(sorted(entries)) or "none"
 
 
 def _merge(files: list[_File]) -> _Merged:
     merged = _Merged([f.path for f in files], {}, {}, {}, "")
     for one in files:
-        for name, entry in one.clusters.items():
-            merged.clusters.setdefault(name, entry)
-        for name, entry in one.users.items():
-            merged.users.setdefault(name, entry)
-        for name, entry in one.contexts.items():
-            merged.contexts.setdefault(name, entry)
+        _first_wins(merged.clusters, one.clusters)
+        _first_wins(merged.users, one.users)
+        _first_wins(merged.contexts, one.contexts)
         merged.current_context = merged.current_context or one.current_context
     return merged
+
+
+def _first_wins(into: dict[str, E], more: Mapping[str, E]) -> None:
+    for name, entry in more.items():
+        into.setdefault(name, entry)

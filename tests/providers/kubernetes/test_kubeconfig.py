@@ -514,3 +514,73 @@ def test_exec_v1beta1_defaults_interactive_mode(tmp_path: Path) -> None:
     )
     conn = load_connection(env_for(path), None)
     assert conn.exec_plugin is not None and conn.exec_plugin.interactive_mode == "IfAvailable"
+
+
+# -- the model: kubectl's reading ------------------------------------------------------------
+
+
+def test_unknown_keys_are_ignored_and_nulls_are_unset(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "kc",
+        "apiVersion: v1\nkind: Config\npreferences: {colors: true}\nnewer-field: [1]\n"
+        "current-context: dev\n"
+        "clusters: [{name: dev, extra: 1, cluster: {server: 'https://x', proxy-url: 'http://p',"
+        " extensions: null, certificate-authority: null}}]\n"
+        "users: [{name: dev, user: {token: t0k3n-value, exec: null, auth-provider: null,"
+        " as-user-extra: {a: [b]}}}]\n"
+        "contexts: [{name: dev, context: {cluster: dev, user: dev, namespace: null, x: y}}]\n",
+    )
+    conn = load_connection(env_for(path), None)
+    assert (conn.server, conn.token, conn.namespace) == ("https://x", "t0k3n-value", "default")
+    assert conn.exec_plugin is None and conn.ca_file is None
+
+
+@pytest.mark.parametrize(
+    ("user", "message"),
+    [
+        (
+            {"exec": {"command": "x", "args": [1]}},
+            "users[1].user.exec.args[0] must be a string, got an integer",
+        ),
+        ({"exec": {"command": 5}}, "users[1].user.exec.command must be a string, got an integer"),
+        ({"exec": {"command": "x", "env": [{"value": "v"}]}}, "users[1].user.exec.env[0].name"),
+        ({"exec": {"provideClusterInfo": "yes"}}, "exec.provideClusterInfo must be true or false"),
+        ({"client-key-data": "!!"}, "users[1].user.client-key-data is not valid base64"),
+    ],
+)
+def test_type_errors_name_the_field_path(
+    tmp_path: Path, user: dict[str, Any], message: str
+) -> None:
+    path = write(tmp_path / "kc", config(users={"dev": {"token": SECRET}, "plugin": user}))
+    with pytest.raises(ConfigError) as err:
+        load_connection(env_for(path), None)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
+    assert type(err.value) is ConfigError  # exit 78
+
+
+def test_a_credential_of_the_wrong_type_is_never_quoted(tmp_path: Path) -> None:
+    path = write(tmp_path / "kc", config(users={"dev": {"password": 918273645}}))
+    with pytest.raises(ConfigError) as err:
+        load_connection(env_for(path), None)
+    message = str(err.value)
+    assert "users[0].user.password must be a string, got an integer" in message
+    assert "918273645" not in message and "not shown" in message
+
+
+def test_types_are_checked_in_every_entry_meanings_in_the_used_ones(tmp_path: Path) -> None:
+    # As kubectl decodes the whole file: a field of the wrong type anywhere is refused...
+    path = write(
+        tmp_path / "kc",
+        config(users={"dev": {"token": SECRET}, "other": {"token": ["not", "a", "string"]}}),
+    )
+    with pytest.raises(ConfigError, match=r"users\[1\]\.user\.token must be a string"):
+        load_connection(env_for(path), None)
+    # ...while what a value means (a file, a server, an exec stanza) is checked where used.
+    path = write(
+        tmp_path / "kc2",
+        config(
+            clusters={"dev": {"server": "https://x"}, "other": {"server": "ftp://nowhere"}},
+            users={"dev": {"token": SECRET}, "other": {"exec": {"command": ""}}},
+        ),
+    )
+    assert load_connection(env_for(path), None).server == "https://x"
