@@ -27,15 +27,27 @@ retries, a malformed answer) fails the region, and so the fetch, with its one-li
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from providers import gpus
-from providers.accounts.model import AccountSnapshot, InstanceUsage, Market, Quota, Reservation
+from providers.accounts.model import AccountSnapshot, InstanceUsage, Quota, Reservation
 from providers.accounts.parallel import run_all
+from providers.aws.account_parse import (
+    DEFAULTS,
+    INSTANCES,
+    KEPT_STATES,
+    QUOTAS,
+    RESERVATIONS,
+    TYPES,
+    Shape,
+    quota_list,
+    reservations,
+    running,
+    shapes,
+)
 from providers.aws.api import Endpoint, Refused, aws_http, items, text
 from providers.aws.credentials import AwsCredentials, find_credentials
 from providers.aws.families import BY_CODE, family_gpu, quota_gpus, vcpu_quota
@@ -50,12 +62,10 @@ from providers.core.env import (
     ENV_AWS_SECRET_ACCESS_KEY,
     ENV_AWS_SESSION_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError, UsageError
-from providers.core.timeutil import parse_time
+from providers.core.errors import CredentialsError, ShoalError
 from providers.core.urls import display
 
 if TYPE_CHECKING:
-    from xml.etree.ElementTree import Element
 
     import httpx
 
@@ -70,7 +80,6 @@ QUOTAS_TARGET = "ServiceQuotasV20190624."
 PAGE_SIZE = 1000  # DescribeInstances and DescribeCapacityReservations: at most 1000
 QUOTA_PAGE_SIZE = 100  # ListServiceQuotas: at most 100
 TYPES_PER_CALL = 100
-KEPT_STATES = ("active", "scheduled", "payment-pending")
 CREDENTIALS_HINT = (
     f"set {ENV_AWS_ACCESS_KEY_ID} and {ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN} "
     f"for temporary credentials), or {ENV_AWS_PROFILE} to a profile of ~/.aws/credentials"
@@ -81,10 +90,6 @@ REFUSED_HINT = (
     f"{ENV_AWS_PROFILE} names"
 )
 # What each API's answer fills, and the permission it takes: for the notes.
-QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS, TYPES = (
-    "ListServiceQuotas", "ListAWSDefaultServiceQuotas", "DescribeInstances",
-    "DescribeCapacityReservations", "DescribeInstanceTypes",
-)  # fmt: skip
 PERMISSION = {
     QUOTAS: "servicequotas:ListServiceQuotas",
     DEFAULTS: "servicequotas:ListAWSDefaultServiceQuotas",
@@ -99,27 +104,6 @@ UNKNOWN = {
     RESERVATIONS: "capacity reservations unknown",
     TYPES: "vCPUs and GPUs of the instance types unknown",
 }
-
-
-@dataclass
-class Running:
-    """Instances of one type in one zone and market; vcpus per instance (None: ask
-    DescribeInstanceTypes)."""
-
-    instance_type: str
-    zone: str
-    market: Market
-    vcpus: float | None
-    count: int = 0
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What DescribeInstanceTypes says of a type."""
-
-    vcpus: float | None
-    gpu: str = ""
-    gpus: int = 0
 
 
 @dataclass
@@ -278,7 +262,7 @@ class AwsAccounts:
         if api in (QUOTAS, DEFAULTS):
             body = {"ServiceCode": "ec2", "MaxResults": QUOTA_PAGE_SIZE}
             pages = endpoint.json_pages(QUOTAS_TARGET + api, body)
-            return [q for page in pages for q in _quota_list(page, api)]
+            return [q for page in pages for q in quota_list(page, api)]
         if api == INSTANCES:
             params = {
                 "Filter.1.Name": "instance-state-name",
@@ -286,18 +270,18 @@ class AwsAccounts:
                 "Filter.1.Value.2": "running",
                 "MaxResults": str(self.page_size),
             }
-            return _running(endpoint.query_pages(api, params))
+            return running(endpoint.query_pages(api, params))
         if api == RESERVATIONS:
             params = {"MaxResults": str(self.page_size), "Filter.1.Name": "state"}
             params.update({f"Filter.1.Value.{n}": s for n, s in enumerate(KEPT_STATES, 1)})
-            return [r for root in endpoint.query_pages(api, params) for r in _reservations(root)]
-        shapes: dict[str, Shape] = {}
+            return [r for root in endpoint.query_pages(api, params) for r in reservations(root)]
+        found: dict[str, Shape] = {}
         for start in range(0, len(types), TYPES_PER_CALL):
             chunk = types[start : start + TYPES_PER_CALL]
             params = {f"InstanceType.{n}": name for n, name in enumerate(chunk, 1)}
             for root in endpoint.query_pages(api, params):
-                shapes.update(_shapes(root))
-        return shapes
+                found.update(shapes(root))
+        return found
 
     # -- one region's snapshot -----------------------------------------------------------
 
@@ -307,23 +291,23 @@ class AwsAccounts:
             if state.refused(api) is None:
                 base = self.quotas_url if api in (QUOTAS, DEFAULTS) else self.ec2_url
                 state.sources.append(f"{display(base.replace('{region}', region))} {api}")
-        shapes: dict[str, Shape] = {}
+        known: dict[str, Shape] = {}
         if isinstance(state.answers[TYPES], dict):
-            shapes = state.answers[TYPES]
+            known = state.answers[TYPES]
             if _types_wanted(state):
                 state.sources.append(f"{display(self.ec2_url.replace('{region}', region))} {TYPES}")
-        usage = _usage(state, shapes)
+        usage = _usage(state, known)
         quotas = _quotas(state, usage)
         state.note_refused(RESERVATIONS)
         state.note_refused(TYPES)
-        reservations = _with_shapes(state.answers[RESERVATIONS], shapes, fetched_at)
+        held = _with_shapes(state.answers[RESERVATIONS], known, fetched_at)
         return AccountSnapshot(
             provider=PROVIDER,
             region=region,
             fetched_at=fetched_at,
             quotas=quotas,
             usage=usage,
-            reservations=reservations,
+            reservations=held,
             sources=state.sources,
             notes=state.notes,
         )
@@ -370,72 +354,6 @@ def _types_wanted(state: _Region) -> list[str]:
     if isinstance(reserved, list):
         wanted.update(r.instance_type for r in reserved)
     return sorted(t for t in wanted if t)
-
-
-def _quota_list(page: Mapping[str, Any], api: str) -> list[dict[str, Any]]:
-    quotas = page.get("Quotas", [])
-    if not isinstance(quotas, list):
-        raise ShoalError(f"malformed {api} response: 'Quotas' is not a list")
-    return [q for q in quotas if isinstance(q, dict) and isinstance(q.get("QuotaCode"), str)]
-
-
-def _running(pages: Iterable[Element]) -> list[Running]:
-    groups: dict[tuple[str, str, Market, float | None], Running] = {}
-    for root in pages:
-        for reservation in items(root, "reservationSet"):
-            for instance in items(reservation, "instancesSet"):
-                if text(instance, "instanceState", "name") not in ("pending", "running"):
-                    continue  # the filter asked for these; a server may ignore filters
-                name = text(instance, "instanceType")
-                zone = text(instance, "placement", "availabilityZone")
-                market: Market = (
-                    "spot" if text(instance, "instanceLifecycle") == "spot" else "onDemand"
-                )
-                cores = _number(instance, INSTANCES, "cpuOptions", "coreCount")
-                threads = _number(instance, INSTANCES, "cpuOptions", "threadsPerCore")
-                vcpus = cores * threads if cores is not None and threads is not None else None
-                key = (name, zone, market, vcpus)
-                groups.setdefault(key, Running(name, zone, market, vcpus)).count += 1
-    return list(groups.values())
-
-
-def _shapes(root: Element) -> dict[str, Shape]:
-    shapes: dict[str, Shape] = {}
-    for item in items(root, "instanceTypeSet"):
-        name = text(item, "instanceType")
-        devices = (
-            items(item, "gpuInfo", "gpus")
-            or items(item, "neuronInfo", "neuronDevices")
-            or items(item, "inferenceAcceleratorInfo", "accelerators")
-        )
-        models = [gpus.model(text(d, "name")) for d in devices if text(d, "name")]
-        count = sum(int(_number(d, TYPES, "count") or 0) for d in devices)
-        vcpus = _number(item, TYPES, "vCpuInfo", "defaultVCpus")
-        shapes[name] = Shape(vcpus, models[0] if models else "", count)
-    return shapes
-
-
-def _reservations(root: Element) -> list[Reservation]:
-    found = []
-    for item in items(root, "capacityReservationSet"):
-        state = text(item, "state")
-        if state not in KEPT_STATES:
-            continue
-        block = text(item, "reservationType") == "capacity-block"
-        found.append(
-            Reservation(
-                id=text(item, "capacityReservationId"),
-                kind="capacity-block" if block else "capacity-reservation",
-                instance_type=text(item, "instanceType"),
-                total=int(_number(item, RESERVATIONS, "totalInstanceCount") or 0),
-                available=int(_number(item, RESERVATIONS, "availableInstanceCount") or 0),
-                start=_time(item, "startDate"),
-                end=_time(item, "endDate"),
-                zone=text(item, "availabilityZone"),
-                state=state,
-            )
-        )
-    return found
 
 
 def _with_shapes(
@@ -539,27 +457,3 @@ def _used(usage: list[InstanceUsage]) -> dict[str, float | None]:
         else:
             used[quota.code] = so_far + item.vcpus * item.count
     return used
-
-
-def _number(element: Element, api: str, *path: str) -> float | None:
-    """The number at `path` (None when absent); not a number: a malformed answer."""
-    raw = text(element, *path)
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ShoalError(f"malformed {api} response: {'/'.join(path)} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0:
-        raise ShoalError(f"malformed {api} response: {'/'.join(path)} is out of range")
-    return value
-
-
-def _time(element: Element, name: str) -> datetime | None:
-    raw = text(element, name)
-    if not raw:
-        return None
-    try:
-        return parse_time(raw, name)
-    except UsageError:
-        raise ShoalError(f"malformed {RESERVATIONS} response: {name} is not a time") from None

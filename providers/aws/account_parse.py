@@ -1,0 +1,137 @@
+"""Reading the AWS answers an account's capacity is made of: EC2's XML (DescribeInstances,
+DescribeInstanceTypes, DescribeCapacityReservations) and Service Quotas' JSON pages, into
+the records providers/aws/accounts.py puts together. A number or time that does not read
+is a malformed answer (one-line ShoalError naming the API and the field)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from providers import gpus
+from providers.accounts.model import Market, Reservation
+from providers.aws.api import items, text
+from providers.core.errors import ShoalError, UsageError
+from providers.core.timeutil import parse_time
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
+
+QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS, TYPES = (
+    "ListServiceQuotas", "ListAWSDefaultServiceQuotas", "DescribeInstances",
+    "DescribeCapacityReservations", "DescribeInstanceTypes",
+)  # fmt: skip
+KEPT_STATES = ("active", "scheduled", "payment-pending")
+
+
+@dataclass
+class Running:
+    """Instances of one type in one zone and market; vcpus per instance (None: ask
+    DescribeInstanceTypes)."""
+
+    instance_type: str
+    zone: str
+    market: Market
+    vcpus: float | None
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What DescribeInstanceTypes says of a type."""
+
+    vcpus: float | None
+    gpu: str = ""
+    gpus: int = 0
+
+
+def quota_list(page: Mapping[str, Any], api: str) -> list[dict[str, Any]]:
+    quotas = page.get("Quotas", [])
+    if not isinstance(quotas, list):
+        raise ShoalError(f"malformed {api} response: 'Quotas' is not a list")
+    return [q for q in quotas if isinstance(q, dict) and isinstance(q.get("QuotaCode"), str)]
+
+
+def running(pages: Iterable[Element]) -> list[Running]:
+    groups: dict[tuple[str, str, Market, float | None], Running] = {}
+    for root in pages:
+        for reservation in items(root, "reservationSet"):
+            for instance in items(reservation, "instancesSet"):
+                if text(instance, "instanceState", "name") not in ("pending", "running"):
+                    continue  # the filter asked for these; a server may ignore filters
+                name = text(instance, "instanceType")
+                zone = text(instance, "placement", "availabilityZone")
+                market: Market = (
+                    "spot" if text(instance, "instanceLifecycle") == "spot" else "onDemand"
+                )
+                cores = number(instance, INSTANCES, "cpuOptions", "coreCount")
+                threads = number(instance, INSTANCES, "cpuOptions", "threadsPerCore")
+                vcpus = cores * threads if cores is not None and threads is not None else None
+                key = (name, zone, market, vcpus)
+                groups.setdefault(key, Running(name, zone, market, vcpus)).count += 1
+    return list(groups.values())
+
+
+def shapes(root: Element) -> dict[str, Shape]:
+    shapes: dict[str, Shape] = {}
+    for item in items(root, "instanceTypeSet"):
+        name = text(item, "instanceType")
+        devices = (
+            items(item, "gpuInfo", "gpus")
+            or items(item, "neuronInfo", "neuronDevices")
+            or items(item, "inferenceAcceleratorInfo", "accelerators")
+        )
+        models = [gpus.model(text(d, "name")) for d in devices if text(d, "name")]
+        count = sum(int(number(d, TYPES, "count") or 0) for d in devices)
+        vcpus = number(item, TYPES, "vCpuInfo", "defaultVCpus")
+        shapes[name] = Shape(vcpus, models[0] if models else "", count)
+    return shapes
+
+
+def reservations(root: Element) -> list[Reservation]:
+    found = []
+    for item in items(root, "capacityReservationSet"):
+        state = text(item, "state")
+        if state not in KEPT_STATES:
+            continue
+        block = text(item, "reservationType") == "capacity-block"
+        found.append(
+            Reservation(
+                id=text(item, "capacityReservationId"),
+                kind="capacity-block" if block else "capacity-reservation",
+                instance_type=text(item, "instanceType"),
+                total=int(number(item, RESERVATIONS, "totalInstanceCount") or 0),
+                available=int(number(item, RESERVATIONS, "availableInstanceCount") or 0),
+                start=time_of(item, "startDate"),
+                end=time_of(item, "endDate"),
+                zone=text(item, "availabilityZone"),
+                state=state,
+            )
+        )
+    return found
+
+
+def number(element: Element, api: str, *path: str) -> float | None:
+    """The number at `path` (None when absent); not a number: a malformed answer."""
+    raw = text(element, *path)
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ShoalError(f"malformed {api} response: {'/'.join(path)} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise ShoalError(f"malformed {api} response: {'/'.join(path)} is out of range")
+    return value
+
+
+def time_of(element: Element, name: str) -> datetime | None:
+    raw = text(element, name)
+    if not raw:
+        return None
+    try:
+        return parse_time(raw, name)
+    except UsageError:
+        raise ShoalError(f"malformed {RESERVATIONS} response: {name} is not a time") from None
