@@ -155,3 +155,69 @@ def test_pricing_available_keeps_what_the_quota_can_launch(cli: Cli, aws: AwsSer
     assert any("--available" in n and "p5.48xlarge" in n for n in kept["notes"])
     run = cli("pricing", "-p", "local", "--available")
     assert run.exit_code == 2 and "--available" in run.stderr
+
+
+# -- azure and gcp, through the same CLI -------------------------------------------------
+
+
+def test_azure_resources_and_available(cli: Cli) -> None:
+    from tests.providers.apiserver import ApiServer
+    from tests.providers.azure import account_payloads as a
+    from tests.providers.azure import payloads as prices
+    from tests.providers.azure.payloads import SUBSCRIPTION
+    from tests.providers.azure.payloads import TOKEN as AZURE_TOKEN
+
+    with ApiServer() as api:
+        a.standard(api.base).serve(api)
+        api.route(prices.PRICES_PATH, prices.PricesApi(prices.catalog(), base=api.base))
+        api.route(prices.SKUS_PATH, lambda q, h: Reply.json({"value": []}))
+        azure = {
+            "SHOAL_AZURE_TOKEN": AZURE_TOKEN,
+            "AZURE_SUBSCRIPTION_ID": SUBSCRIPTION,
+            "SHOAL_AZURE_MANAGEMENT_URL": api.base,
+            "SHOAL_AZURE_PRICES_URL": api.base,
+        }
+        run = ok(cli("resources", "-p", "azure", "-r", "eastus", "--json", env=azure))
+        (res,) = json.loads(run.stdout)
+        assert res["provider"] == "azure" and res["region"]["name"] == "eastus"
+        regional = family(res, "regional")["stat"]
+        assert regional["onDemand"]["supply"]["cpu"]["vcpu"]
+        assert "spot" in regional  # lowPriorityCores
+        assert any(i["key"] == "reservations" for i in res["overview"])
+        assert AZURE_TOKEN not in run.stdout + run.stderr
+        every = json.loads(
+            ok(cli("pricing", "-p", "azure", "-r", "eastus", "--json", env=azure)).stdout
+        )
+        run = ok(cli("pricing", "-p", "azure", "-r", "eastus", "--available", "--json", env=azure))
+        (kept,) = json.loads(run.stdout)
+        assert kept["items"] and set(kept["items"]) <= set(every[0]["items"])
+        run = cli("resources", "-p", "azure", "-r", "eastus", env={})
+        assert run.exit_code == 77 and "SHOAL_AZURE_TOKEN" in run.stderr
+
+
+def test_gcp_resources_across_regions_with_a_gpu_selection(cli: Cli) -> None:
+    from tests.providers.apiserver import ApiServer
+    from tests.providers.gcp import account_payloads as g
+    from tests.providers.gcp.payloads import PROJECT
+    from tests.providers.gcp.payloads import TOKEN as GCP_TOKEN
+
+    with ApiServer() as api:
+        g.ProjectApi().serve(api)
+        gcp = {
+            "SHOAL_GCP_TOKEN": GCP_TOKEN,
+            "SHOAL_GCP_PROJECT": PROJECT,
+            "SHOAL_GCP_COMPUTE_URL": api.base,
+        }
+        run = ok(cli("resources", "-p", "gcp", "--region", "all", "--json", env=gcp))
+        everywhere = json.loads(run.stdout)
+        assert len(everywhere) == 3 and all(r["provider"] == "gcp" for r in everywhere)
+        assert all(any(i["key"] == "account" for i in r["overview"]) for r in everywhere)
+        run = ok(
+            cli("resources", "-p", "gcp", "--region", "all", "-s", "gpu=H100", "--json", env=gcp)
+        )
+        with_h100 = json.loads(run.stdout)
+        assert 0 < len(with_h100) <= 3
+        for res in with_h100:
+            (gpu,) = [i for i in res["overview"] if i["key"] == "family" and i["value"] == "gpu"]
+            assert any(name.startswith("H100") for name in gpu["stat"]["onDemand"]["supply"]["gpu"])
+        assert GCP_TOKEN not in run.stdout + run.stderr
