@@ -25,29 +25,35 @@ AZURE_SUBSCRIPTION_ID; every list is paged by `nextLink`):
   https://learn.microsoft.com/rest/api/compute/capacity-reservations/get
   (ScheduleProfile: "Minimum API version: 2025-04-01", https://aka.ms/blockcapacityreservation).
 
-Usage per VM size is not in these APIs: the family quotas' `currentValue` are the vCPUs in
-use, so `usage` stays empty. A refused capacity reservation call is a note (the quotas are
-still right); a refused usage call is a CredentialsError (77).
+The requests, their concurrency and what a refusal means are here; reading the pages is
+account_parse.py's. Usage per VM size is not in these APIs, so `usage` stays empty. A
+refused capacity reservation call is a note (the quotas are still right); a refused usage
+call is a CredentialsError (77).
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from providers import gpus
 from providers.accounts.model import AccountSnapshot, Quota, Reservation
 from providers.accounts.parallel import run_all
-from providers.azure import parse, sizes
+from providers.azure import parse
+from providers.azure.account_parse import (
+    Group,
+    Utilization,
+    group_utilization,
+    groups_page,
+    place,
+    read_reservation,
+    reservations_page,
+    usages_page,
+)
 from providers.azure.fetch import DEFAULT_MANAGEMENT_URL, LOCATIONS_API_VERSION, next_url
-from providers.azure.quota_map import REGIONAL, SPOT, family_key, gpus_of_family
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.config import base_url, setting
 from providers.core.env import (
@@ -55,7 +61,7 @@ from providers.core.env import (
     ENV_AZURE_SUBSCRIPTION_ID,
     ENV_AZURE_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError, scrub, shown
+from providers.core.errors import CredentialsError, ShoalError, scrub
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -65,11 +71,12 @@ from providers.regions import check_region
 if TYPE_CHECKING:
     import httpx
 
+    from providers.azure.payloads import CapacityReservation
+
 PROVIDER = "azure"
 USAGES_API_VERSION = "2023-07-01"
 RESERVATIONS_API_VERSION = "2025-04-01"
 MAX_PAGES = 200  # a region's usages are one or two pages; a server looping links is a bug
-MAX_NUMBER = 1e15  # past any quota Azure has: a larger count is a broken payload
 USAGES_PATH = "/providers/Microsoft.Compute/locations/{location}/usages"
 GROUPS_PATH = "/providers/Microsoft.Compute/capacityReservationGroups"
 READ_GROUPS = "Microsoft.Compute/capacityReservationGroups/read"
@@ -80,15 +87,8 @@ AUTH_HINT = (
     f"{ENV_AZURE_SUBSCRIPTION_ID} to a subscription it may read (the Reader role covers "
     f"Microsoft.Compute/locations/usages/read)"
 )
-# A group's resource id, as ARM returns it: the path of its Get.
-_GROUP_ID = re.compile(
-    r"/subscriptions/[^/?#]+/resourceGroups/[^/?#]+/providers/Microsoft\.Compute/"
-    r"capacityReservationGroups/[^/?#]+",
-    re.IGNORECASE,
-)
-_TIME = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[Zz]|[+-]\d{2}:\d{2})?)?"
-)
+Found = tuple[list[Reservation], list[str]]  # a location's reservations, notes on them
+T = TypeVar("T")
 
 
 class AzureAccounts:
@@ -174,20 +174,27 @@ class AzureAccounts:
             exc.args = (scrub(str(exc), [self.token]),)
             raise
 
-    def _walk(self, url: str, params: Mapping[str, str], page: Callable[[Any, str], str]) -> None:
-        """GET `url` and every `nextLink` after it; `page(payload, where)` reads one page
-        and returns its next link ("" at the end)."""
+    def _list(
+        self,
+        url: str,
+        params: Mapping[str, str],
+        read: Callable[[Any, str], tuple[Sequence[T], str | None]],
+    ) -> list[T]:
+        """Every entry of `url` and of each `nextLink` after it; `read(body, where)` reads
+        one page (a Body: its JSON still bytes) into its entries and its next link."""
         http = self._http()
         headers = {"Authorization": f"Bearer {self.token}"}
         seen = {url}
         query: Mapping[str, str] | None = params
+        found: list[T] = []
         try:
             with self._scrubbed():
                 for _ in range(self.max_pages):
                     where = f"{PROVIDER}: {display(url)}"
-                    link = page(http.get_json(url, params=query, headers=headers), where)
+                    entries, link = read(http.get_body(url, params=query, headers=headers), where)
+                    found.extend(entries)
                     if not link:
-                        return
+                        return found
                     try:
                         url, query = next_url(link, self.management_url), None
                     except ShoalError:
@@ -210,14 +217,8 @@ class AzureAccounts:
 
     def _region_specs(self) -> dict[str, RegionSpec]:
         if self._locations is None:
-            found: list[RegionSpec] = []
-
-            def page(payload: Any, where: str) -> str:
-                regions, link = parse.locations_page(payload, where)
-                found.extend(regions)
-                return link or ""
-
-            self._walk(self._url("/locations"), {"api-version": LOCATIONS_API_VERSION}, page)
+            params = {"api-version": LOCATIONS_API_VERSION}
+            found = self._list(self._url("/locations"), params, parse.locations_page)
             self._locations = {r.name: r for r in found}
         return self._locations
 
@@ -245,7 +246,7 @@ class AzureAccounts:
         elif isinstance(groups, Exception):
             raise groups
         else:
-            wanted = {_place(r) for r in asked}
+            wanted = {place(r) for r in asked}
             found = self._reservations([g for g in groups if g.location in wanted], fetched_at)
         known = self._locations or {}
         sources = [
@@ -257,7 +258,7 @@ class AzureAccounts:
         snapshots = []
         for region, quotas in zip(asked, usages, strict=True):
             spec = known.get(region)
-            held, more = found.get(_place(region), ([], []))
+            held, more = found.get(place(region), ([], []))
             snapshots.append(
                 AccountSnapshot(
                     provider=PROVIDER,
@@ -276,60 +277,35 @@ class AzureAccounts:
     # -- quotas ------------------------------------------------------------------------
 
     def _usages(self, region: str) -> list[Quota]:
-        quotas: list[Quota] = []
-
-        def page(payload: Any, where: str) -> str:
-            for item in _items(payload, where):
-                quotas.append(usage_quota(item, where))
-            return _next_link(payload, where)
-
         url = self._url(USAGES_PATH.format(location=quote(region, safe="")))
-        self._walk(url, {"api-version": USAGES_API_VERSION}, page)
-        return quotas
+        return self._list(url, {"api-version": USAGES_API_VERSION}, usages_page)
 
     # -- capacity reservations ---------------------------------------------------------
 
     def _groups(self) -> list[Group]:
-        groups: list[Group] = []
-
-        def page(payload: Any, where: str) -> str:
-            for item in _items(payload, where):
-                groups.append(read_group(item, where))
-            return _next_link(payload, where)
-
-        self._walk(self._url(GROUPS_PATH), {"api-version": RESERVATIONS_API_VERSION}, page)
-        return groups
+        params = {"api-version": RESERVATIONS_API_VERSION}
+        return self._list(self._url(GROUPS_PATH), params, groups_page)
 
     def _group_view(self, group: Group) -> dict[str, Utilization]:
         http = self._http()
         url = self.management_url + group.path
         try:
             with self._scrubbed():
-                payload = http.get_json(
+                body = http.get_body(
                     url,
                     params={"api-version": RESERVATIONS_API_VERSION, "$expand": "instanceView"},
                     headers={"Authorization": f"Bearer {self.token}"},
                 )
-                return group_utilization(payload, f"{PROVIDER}: {display(url)}")
+                return group_utilization(body, f"{PROVIDER}: {display(url)}")
         finally:
             http.close()
 
-    def _group_reservations(self, group: Group) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-
-        def page(payload: Any, where: str) -> str:
-            for item in _items(payload, where):
-                if not isinstance(item, dict):
-                    raise _malformed(where, f"a capacity reservation is {_kind(item)}")
-                items.append(item)
-            return _next_link(payload, where)
-
+    def _group_reservations(self, group: Group) -> list[CapacityReservation]:
         url = self.management_url + group.path + "/capacityReservations"
-        self._walk(url, {"api-version": RESERVATIONS_API_VERSION}, page)
-        return items
+        return self._list(url, {"api-version": RESERVATIONS_API_VERSION}, reservations_page)
 
     def _reservations(self, groups: list[Group], now: datetime) -> dict[str, Found]:
-        """Location (as `_place` writes it) -> its reservations and the notes on them."""
+        """Location (as `place` writes it) -> its reservations and the notes on them."""
         calls: list[Callable[[], Any]] = []
         for group in groups:
             calls.append(partial(self._group_view, group))
@@ -358,251 +334,9 @@ class AzureAccounts:
                 raise view
             else:
                 utilization = view
-            where = f"{PROVIDER}: capacity reservation group {group.name}"
-            with self._scrubbed():
-                for item in listed:
-                    reservation, note = read_reservation(item, group, utilization, where, now)
-                    held.append(reservation)
-                    if note:
-                        notes.append(note)
+            for item in listed:
+                reservation, note = read_reservation(item, group, utilization, now)
+                held.append(reservation)
+                if note:
+                    notes.append(note)
         return found
-
-
-# -- payloads: pure functions ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """A capacity reservation group: its name, location (as `_place` writes it), ARM path
-    and whether it holds Block reservations (fixed windows)."""
-
-    name: str
-    location: str
-    path: str
-    block: bool
-
-
-Utilization = tuple[float | None, int]  # (currentCapacity, VMs allocated)
-Found = tuple[list[Reservation], list[str]]  # a location's reservations, notes on them
-
-
-def _malformed(where: str, what: str) -> ShoalError:
-    return ShoalError(f"{where}: malformed payload ({what}); nothing was cached from it")
-
-
-def _kind(value: Any) -> str:
-    return f"{type(value).__name__}, not an object"
-
-
-def _items(payload: Any, where: str) -> list[Any]:
-    if not isinstance(payload, dict):
-        raise _malformed(where, f"the answer is {_kind(payload)}")
-    items = payload.get("value")
-    if not isinstance(items, list):
-        raise _malformed(where, "value is missing or not a list")
-    return items
-
-
-def _next_link(payload: dict[str, Any], where: str) -> str:
-    link = payload.get("nextLink")
-    if link is None:
-        return ""
-    if not isinstance(link, str):
-        raise _malformed(where, f"nextLink is {shown(link)}, not a string")
-    return link
-
-
-def _text(item: Mapping[str, Any], key: str, where: str) -> str:
-    value = item.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _malformed(where, f"{key} is {shown(value)}, not a string")
-    return value
-
-
-def number(value: Any, field: str, where: str) -> float:
-    """A count from a payload: a JSON number or a decimal string, finite and below
-    MAX_NUMBER; anything else (true, "NaN", 1e400, NaN) is a malformed payload."""
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}(?:\.\d{1,20})?", value.strip()):
-        value = float(value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _malformed(where, f"{field} is {shown(value)}, not a number")
-    try:
-        result = float(value)
-    except OverflowError:
-        result = math.inf
-    if not math.isfinite(result) or abs(result) > MAX_NUMBER:
-        raise _malformed(where, f"{field} is {shown(value)}, not a usable number")
-    return result
-
-
-def timestamp(value: Any, field: str, where: str) -> datetime | None:
-    """An ISO 8601 time (`2021-06-27T01:02:38.3138469+00:00`; an offset-less one is UTC) or
-    date (`2025-06-27`: midnight UTC); None when absent."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or not _TIME.fullmatch(value.strip()):
-        raise _malformed(where, f"{field} is {shown(value)}, not a time")
-    text = value.strip()
-    # Python 3.11 reads at most 6 fractional digits; Azure writes 7.
-    text = re.sub(r"(\.\d{6})\d+", r"\1", text)
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
-        raise _malformed(where, f"{field} is {shown(value)}, not a time") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _place(location: str) -> str:
-    """A location as compared: `West US` and `westus` are one region."""
-    return "".join(location.split()).lower()
-
-
-def usage_quota(item: Any, where: str) -> Quota:
-    """One Usage entry as a Quota: `cores` the regional vCPUs, `lowPriorityCores` the Spot
-    vCPUs, a `...Family` entry a family's vCPUs (with the family's GPU models), anything
-    else kept as ("quota", name) in group "other"."""
-    if not isinstance(item, dict):
-        raise _malformed(where, f"a usage is {_kind(item)}")
-    names = item.get("name")
-    if not isinstance(names, dict):
-        raise _malformed(where, "a usage has no name object")
-    code = _text(names, "value", where)
-    if not code:
-        raise _malformed(where, "a usage has no name.value")
-    label = _text(names, "localizedValue", where) or code
-    limit = number(item.get("limit"), f"{code}: limit", where)
-    used = number(item.get("currentValue"), f"{code}: currentValue", where)
-    key = family_key(code)
-    if key == family_key(REGIONAL):
-        return Quota(code, label, "regional", "onDemand", ("cpu", "vcpu"), limit, used)
-    if key == family_key(SPOT):
-        return Quota(code, label, "regional", "spot", ("cpu", "vcpu"), limit, used)
-    if key.endswith("family"):
-        gpu_models = gpus_of_family(code)
-        return Quota(code, label, code, "onDemand", ("cpu", "vcpu"), limit, used, gpus=gpu_models)
-    return Quota(code, label, "other", "onDemand", ("quota", code), limit, used)
-
-
-def read_group(item: Any, where: str) -> Group:
-    """A group of the subscription list (its id must be a group's path: it is asked)."""
-    if not isinstance(item, dict):
-        raise _malformed(where, f"a capacity reservation group is {_kind(item)}")
-    path = _text(item, "id", where)
-    if not _GROUP_ID.fullmatch(path):
-        raise _malformed(where, f"a capacity reservation group's id is {shown(path)}")
-    name = _text(item, "name", where) or path.rsplit("/", 1)[-1]
-    properties = item.get("properties") or {}
-    if not isinstance(properties, dict):
-        raise _malformed(where, f"group {name}: properties is {_kind(properties)}")
-    block = _text(properties, "reservationType", where).lower() == "block"
-    path = "/".join(quote(part, safe="()-._~") for part in path.split("/"))
-    return Group(name, _place(_text(item, "location", where)), path, block)
-
-
-def group_utilization(payload: Any, where: str) -> dict[str, Utilization]:
-    """Capacity reservation name (lower-cased) -> (currentCapacity, VMs allocated), from a
-    group read with `$expand=instanceView`."""
-    if not isinstance(payload, dict):
-        raise _malformed(where, f"the answer is {_kind(payload)}")
-    properties = payload.get("properties") or {}
-    view = properties.get("instanceView") if isinstance(properties, dict) else None
-    if view is None:
-        return {}
-    entries = view.get("capacityReservations") if isinstance(view, dict) else None
-    if not isinstance(entries, list):
-        raise _malformed(where, "instanceView.capacityReservations is not a list")
-    found: dict[str, Utilization] = {}
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise _malformed(where, f"a reservation's instance view is {_kind(entry)}")
-        name = _text(entry, "name", where)
-        info = entry.get("utilizationInfo")
-        if name and isinstance(info, dict):
-            found[name.lower()] = _utilization(info, f"{where}: {name}")
-    return found
-
-
-def _utilization(info: Mapping[str, Any], where: str) -> Utilization:
-    current = info.get("currentCapacity")
-    capacity = None if current is None else number(current, "currentCapacity", where)
-    allocated = info.get("virtualMachinesAllocated") or []
-    if not isinstance(allocated, list):
-        raise _malformed(where, "virtualMachinesAllocated is not a list")
-    return capacity, len(allocated)
-
-
-def read_reservation(
-    item: dict[str, Any],
-    group: Group,
-    utilization: Mapping[str, Utilization],
-    where: str,
-    now: datetime,
-) -> tuple[Reservation, str]:
-    """One capacity reservation as a Reservation, and a note when its use is only
-    estimated. `total` is what Azure has reserved (`currentCapacity`, else `sku.capacity`;
-    for a window that starts after `now`, `sku.capacity`), `available` that less the VMs
-    allocated on it."""
-    name = _text(item, "name", where)
-    where = f"{where}: {name}"
-    sku = item.get("sku")
-    if not isinstance(sku, dict):
-        raise _malformed(where, "sku is missing")
-    size = _text(sku, "name", where)
-    capacity = number(sku.get("capacity", 0), "sku.capacity", where)
-    properties = item.get("properties") or {}
-    if not isinstance(properties, dict):
-        raise _malformed(where, f"properties is {_kind(properties)}")
-    own = properties.get("instanceView")
-    info = own.get("utilizationInfo") if isinstance(own, dict) else None
-    used = _utilization(info, where) if isinstance(info, dict) else utilization.get(name.lower())
-    note = ""
-    if used is None:
-        associated = properties.get("virtualMachinesAssociated") or []
-        if not isinstance(associated, list):
-            raise _malformed(where, "virtualMachinesAssociated is not a list")
-        used = (None, len(associated))
-        note = (
-            f"capacity reservation {group.name}/{name}: no utilization in its instance view; "
-            f"its {len(associated)} associated VMs are counted as using it"
-        )
-    schedule = properties.get("scheduleProfile") or {}
-    if not isinstance(schedule, dict):
-        raise _malformed(where, f"scheduleProfile is {_kind(schedule)}")
-    end = timestamp(schedule.get("end"), "scheduleProfile.end", where)
-    start = timestamp(schedule.get("start"), "scheduleProfile.start", where) or timestamp(
-        properties.get("provisioningTime") or properties.get("timeCreated"),
-        "provisioningTime",
-        where,
-    )
-    ahead = start is not None and start > now  # nothing reserved or allocated yet
-    total = int(capacity if ahead or used[0] is None else used[0])
-    allocated = 0 if ahead else used[1]
-    zones = item.get("zones") or []
-    zone = str(zones[0]) if isinstance(zones, list) and zones else ""
-    vcpus, gpu, gpu_count = _shape(size)
-    reservation = Reservation(
-        id=f"{group.name}/{name}",
-        kind="capacity-block" if group.block or end is not None else "capacity-reservation",
-        instance_type=size,
-        total=total,
-        available=max(0, total - allocated),
-        start=start,
-        end=end,
-        zone=zone,
-        state=_text(properties, "provisioningState", where),
-        vcpus=vcpus,
-        gpu=gpu,
-        gpus=gpu_count,
-    )
-    return reservation, note
-
-
-def _shape(size: str) -> tuple[float | None, str, int]:
-    """(vCPUs, GPU model, GPU count) of a size: shoal's size table, else its name."""
-    row = sizes.table().get(size)
-    if row is not None:
-        return row.vcpus, row.gpu, row.gpu_count
-    shape = parse.shape_from_name(size)
-    return shape.vcpus or None, gpus.model(shape.gpu) if shape.gpu else "", shape.gpu_count

@@ -145,13 +145,14 @@ class AzureFetcher:
         headers: Mapping[str, str] | None,
         parse_page: Callable[[Any, str], str | None],
     ) -> None:
-        """GET `url` and every next page; `parse_page(page, where)` returns the next link."""
+        """GET `url` and every next page; `parse_page(body, where)` reads one (a Body: its
+        JSON still bytes) and returns the next link."""
         base = self.prices_url if http is self.prices else self.management_url
         seen = {url}
         query: Mapping[str, str] | None = params
         for _ in range(self.max_pages):
             where = f"{PROVIDER}: {display(url)}"
-            link = parse_page(http.get_json(url, params=query, headers=headers), where)
+            link = parse_page(http.get_body(url, params=query, headers=headers), where)
             if not link:
                 return
             url, query = next_url(link, base), None

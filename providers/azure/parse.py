@@ -1,5 +1,6 @@
 """Pure parsers for Azure's payloads: Retail Prices pages, Resource SKUs pages, locations,
-and what a VM size's name says about its shape. No network here.
+and what a VM size's name says about its shape. No network here. Each page is checked whole
+against its model first (payloads.py), so what is read here has its types.
 
 Wire formats, as documented:
 - Retail Prices: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices
@@ -10,56 +11,22 @@ Wire formats, as documented:
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.cloud.offers import Offer
 from providers.core.errors import ShoalError
+from providers.core.schema import given
 from providers.models import RegionSpec
+
+if TYPE_CHECKING:
+    from providers.azure.payloads import PriceItem, ResourceSku
 
 ON_DEMAND = "on_demand"
 SPOT = "spot"
 HOUR = "1 Hour"
-
-
-def _malformed(where: str, what: str) -> ShoalError:
-    return ShoalError(f"{where}: malformed payload ({what}); nothing was cached from it")
-
-
-def _text(item: Mapping[str, Any], key: str, where: str) -> str:
-    value = item.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _malformed(where, f"{key} is {type(value).__name__}, not a string")
-    return value
-
-
-def _number(item: Mapping[str, Any], key: str, where: str) -> float:
-    value = item.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _malformed(where, f"{key} is {value!r}, not a number")
-    return float(value)
-
-
-def _list(page: Any, key: str, where: str) -> list[Any]:
-    if not isinstance(page, dict):
-        raise _malformed(where, f"a page is {type(page).__name__}, not an object")
-    value = page.get(key)
-    if not isinstance(value, list):
-        raise _malformed(where, f"{key} is missing or not a list")
-    return value
-
-
-def _link(page: dict[str, Any], key: str, where: str) -> str | None:
-    link = page.get(key)
-    if link is None or link == "":
-        return None
-    if not isinstance(link, str):
-        raise _malformed(where, f"{key} is {type(link).__name__}, not a URL")
-    return link
 
 
 def check_currency(code: str, where: str) -> None:
@@ -74,13 +41,16 @@ def check_currency(code: str, where: str) -> None:
 # -- Retail Prices ---------------------------------------------------------------------------
 
 
-def price_page(page: Any, where: str) -> tuple[list[Any], str | None]:
-    """A page's `Items` and its `NextPageLink` (None on the last page)."""
-    items = _list(page, "Items", where)
-    billing = page.get("BillingCurrency")
-    if isinstance(billing, str) and billing:
+def price_page(page: Any, where: str) -> tuple[list[PriceItem], str | None]:
+    """A page's `Items`, checked (decoded JSON or a Body), and its `NextPageLink` (None on
+    the last page)."""
+    from providers.azure.payloads import PRICES
+
+    read = PRICES.read(page, where)
+    billing = read.get("BillingCurrency")
+    if billing:
         check_currency(billing, where)
-    return items, _link(page, "NextPageLink", where)
+    return read["Items"], read.get("NextPageLink") or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,22 +61,20 @@ class PriceRow:
     primary: bool
 
 
-def price_row(item: Any, where: str) -> PriceRow | None:
+def price_row(item: PriceItem, where: str) -> PriceRow | None:
     """The hourly Linux price a row gives, or None when shoal does not use the row."""
-    if not isinstance(item, dict):
-        raise _malformed(where, f"an item is {type(item).__name__}, not an object")
-    check_currency(_text(item, "currencyCode", where), where)
-    price = _number(item, "retailPrice", where)
-    sku = _text(item, "armSkuName", where)
-    product = _text(item, "productName", where)
-    names = _text(item, "skuName", where) + " " + _text(item, "meterName", where)
-    if not sku or _text(item, "type", where) != "Consumption":
+    check_currency(item.get("currencyCode") or "", where)
+    price = item["retailPrice"]
+    sku = item.get("armSkuName") or ""
+    product = item.get("productName") or ""
+    names = f"{item.get('skuName') or ''} {item.get('meterName') or ''}"
+    if not sku or item.get("type") != "Consumption":
         # DevTestConsumption is a subscription-offer discount and Reservation a 1/3-year
         # commitment priced per term: neither is what anyone pays by the hour.
         return None
-    if "Windows" in product or _text(item, "unitOfMeasure", where) != HOUR:
+    if "Windows" in product or item.get("unitOfMeasure") != HOUR:
         return None
-    if item.get("tierMinimumUnits") not in (None, 0, 0.0) or price <= 0:
+    if item.get("tierMinimumUnits") or price <= 0:
         # A tier above 0 units is a volume discount, and a zero price a placeholder meter:
         # either would undercut the real hourly rate.
         return None
@@ -135,18 +103,18 @@ OTHER_PRICE_TYPE = "other price types"
 OTHER_CURRENCY = "other currencies"
 
 
-def unasked(item: dict[str, Any], ask: Ask, where: str) -> str | None:
+def unasked(item: PriceItem, ask: Ask) -> str | None:
     """Which clause of the request the item falls outside, or None when it is one asked for.
 
     A mirror, a proxy or a saved page chain may ignore `$filter`; filing whatever comes back
     under the requested region would price one region with another's meters."""
-    if _text(item, "armRegionName", where).lower() != ask.region.lower():
+    if (item.get("armRegionName") or "").lower() != ask.region.lower():
         return OTHER_REGION
-    if _text(item, "serviceName", where) != ask.service:
+    if item.get("serviceName") != ask.service:
         return OTHER_SERVICE
-    if _text(item, "type", where) != ask.price_type:
+    if item.get("type") != ask.price_type:
         return OTHER_PRICE_TYPE
-    if _text(item, "currencyCode", where) != ask.currency:
+    if item.get("currencyCode") != ask.currency:
         return OTHER_CURRENCY
     return None
 
@@ -167,16 +135,14 @@ class PriceBook:
         self.dropped: dict[str, int] = {}
         self.other_currency: str | None = None  # the first currency not asked for, if any
 
-    def add(self, item: Any, where: str) -> None:
+    def add(self, item: PriceItem, where: str) -> None:
         self.rows += 1
         if self._ask is not None:
-            if not isinstance(item, dict):
-                raise _malformed(where, f"an item is {type(item).__name__}, not an object")
-            reason = unasked(item, self._ask, where)
+            reason = unasked(item, self._ask)
             if reason is not None:
                 self.dropped[reason] = self.dropped.get(reason, 0) + 1
                 if reason == OTHER_CURRENCY and self.other_currency is None:
-                    self.other_currency = _text(item, "currencyCode", where)
+                    self.other_currency = item.get("currencyCode") or ""
                 return
         row = price_row(item, where)
         if row is None:
@@ -285,89 +251,87 @@ class SkuSpec:
 
 
 _ARCH = {"x64": "x86_64", "arm64": "arm64"}
+_NUMBERS = frozenset({"vCPUsAvailable", "vCPUs", "MemoryGB", "GPUs"})  # capabilities read
 
 
-def _capability(capabilities: dict[str, str], name: str, where: str) -> float:
-    raw = capabilities.get(name, "")
-    if not raw:
-        return 0.0
+def _finite(text: str) -> float | None:
+    """A capability's number (capabilities are strings: "16"), or None if it is not one."""
     try:
-        return float(raw)
+        value = float(text)
     except ValueError:
-        raise _malformed(where, f"capability {name} is {raw!r}, not a number") from None
+        return None
+    return value if math.isfinite(value) else None
 
 
-def _lower(values: list[Any]) -> set[str]:
-    return {str(v).lower() for v in values}
-
-
-def _restricted(sku: dict[str, Any], region: str) -> bool:
+def _restricted(sku: ResourceSku, region: str) -> bool:
     """Restricted in the whole location for this subscription (a zone restriction is not)."""
     for restriction in sku.get("restrictions") or []:
-        if not isinstance(restriction, dict) or restriction.get("type") != "Location":
+        if restriction.get("type") != "Location":
             continue
-        info = restriction.get("restrictionInfo")
         places = list(restriction.get("values") or [])
-        if isinstance(info, dict):
-            places += list(info.get("locations") or [])
-        if region.lower() in _lower(places):
+        places += (restriction.get("restrictionInfo") or {}).get("locations") or []
+        if region.lower() in {place.lower() for place in places}:
             return True
     return False
 
 
 def sku_page(page: Any, region: str, where: str) -> tuple[dict[str, SkuSpec], str | None]:
-    """The virtual machine sizes on one Resource SKUs page, and its `nextLink`."""
+    """The virtual machine sizes on one Resource SKUs page (decoded JSON or a Body), and its
+    `nextLink`."""
+    from providers.azure.payloads import SKUS
+
+    read = SKUS.read(page, where)
     specs: dict[str, SkuSpec] = {}
-    for sku in _list(page, "value", where):
-        if not isinstance(sku, dict):
-            raise _malformed(where, f"a SKU is {type(sku).__name__}, not an object")
+    for index, sku in enumerate(read["value"]):
         if sku.get("resourceType") != "virtualMachines":
             continue
-        name = _text(sku, "name", where)
         places = sku.get("locations")
-        if isinstance(places, list) and places and region.lower() not in _lower(places):
+        if places and region.lower() not in {place.lower() for place in places}:
             continue
-        capabilities: dict[str, str] = {}
-        for cap in sku.get("capabilities") or []:
-            if isinstance(cap, dict):
-                capabilities[str(cap.get("name", ""))] = str(cap.get("value", ""))
+        capabilities: dict[str, float] = {}
+        arch = ""
+        for at, cap in enumerate(sku.get("capabilities") or []):
+            name, raw = cap.get("name") or "", cap.get("value") or ""
+            if name == "CpuArchitectureType":
+                arch = _ARCH.get(raw.lower(), "")
+            elif name in _NUMBERS and raw:
+                value = _finite(raw)
+                if value is None:
+                    path = f"value[{index}].capabilities[{at}].value"
+                    said = f"expected a number ({name}), got {given(raw)}"
+                    raise SKUS.malformed(where, path, said)
+                capabilities[name] = value
         # vCPUsAvailable is what the guest sees on constrained-core sizes (E16-4ds_v5: 4).
-        vcpus = _capability(capabilities, "vCPUsAvailable", where) or _capability(
-            capabilities, "vCPUs", where
-        )
-        specs[name] = SkuSpec(
-            vcpus=vcpus,
+        specs[sku.get("name") or ""] = SkuSpec(
+            vcpus=capabilities.get("vCPUsAvailable") or capabilities.get("vCPUs", 0.0),
             # Azure's MemoryGB is binary: Standard_D4s_v5 says 16 for its 16 GiB.
-            memory_gib=_capability(capabilities, "MemoryGB", where),
-            gpu_count=int(_capability(capabilities, "GPUs", where)),
-            arch=_ARCH.get(capabilities.get("CpuArchitectureType", "").lower(), ""),
+            memory_gib=capabilities.get("MemoryGB", 0.0),
+            gpu_count=int(capabilities.get("GPUs", 0.0)),
+            arch=arch,
             restricted=_restricted(sku, region),
         )
-    return specs, _link(page, "nextLink", where)
+    return specs, read.get("nextLink") or None
 
 
 # -- locations -------------------------------------------------------------------------------
 
 
 def locations_page(page: Any, where: str) -> tuple[list[RegionSpec], str | None]:
-    """Physical regions (logical ones such as `global` or `us` hold no VMs)."""
+    """Physical regions (logical ones such as `global` or `us` hold no VMs), from a page
+    (decoded JSON or a Body)."""
+    from providers.azure.payloads import LOCATIONS
+
+    read = LOCATIONS.read(page, where)
     regions: list[RegionSpec] = []
-    for location in _list(page, "value", where):
-        if not isinstance(location, dict):
-            raise _malformed(where, f"a location is {type(location).__name__}, not an object")
-        metadata = location.get("metadata")
-        if not isinstance(metadata, dict) or metadata.get("regionType") != "Physical":
+    for location in read["value"]:
+        if (location.get("metadata") or {}).get("regionType") != "Physical":
             continue
-        zones = [
-            str(z["logicalZone"])
-            for z in location.get("availabilityZoneMappings") or []
-            if isinstance(z, dict) and z.get("logicalZone")
-        ]
+        zones = [z.get("logicalZone") for z in location.get("availabilityZoneMappings") or []]
         regions.append(
             RegionSpec(
-                name=_text(location, "name", where),
-                zones=sorted(zones),
-                location=_text(location, "displayName", where),
+                name=location.get("name") or "",
+                zones=sorted(zone for zone in zones if zone),
+                location=location.get("displayName") or "",
             )
         )
-    return regions, _link(page, "nextLink", where)
+    return regions, read.get("nextLink") or None

@@ -272,3 +272,17 @@ def _walk(model: type[BaseModel], loc: Loc) -> tuple[Any, str, bool]:
     if _is_model(hint):
         secret = secret or bool(getattr(hint, "secret", False))
     return hint, found or description, secret
+
+
+# -- documents checked another way (provider payloads: providers/core/payload.py) -------------
+
+
+def failure(model: Any, error: Mapping[str, Any], place: Place) -> ShoalError:
+    """One failure of `model` (a model, or a type a TypeAdapter checks) as `validate` says it."""
+    return place.error(_message(model, error, place))
+
+
+def given(value: Any) -> str:
+    """What was given, as these messages say it (`string 'x'`, `an object`), for a validator
+    that words its own failure."""
+    return _show(value, "an object")

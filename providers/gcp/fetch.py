@@ -8,9 +8,9 @@ without it and CloudHttp scrubs it from anything else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.cloud.offers import Progress, Snapshot, no_progress
@@ -26,10 +26,14 @@ from providers.core.errors import CredentialsError, ShoalError
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
+from providers.gcp.account_parse import regions_page
 from providers.gcp.parse import COMPUTE_SERVICE_ID, RateBook, price_offers, unshaped_notes
 from providers.gcp.shapes import Shape, builtin_table, machine_types_page
 from providers.models import RegionSpec
 from providers.regions import check_region
+
+if TYPE_CHECKING:
+    from providers.core.http.client import Body
 
 PROVIDER = "gcp"
 DEFAULT_BILLING_URL = "https://cloudbilling.googleapis.com"
@@ -165,62 +169,70 @@ class GcpFetcher:
             )
         book = RateBook()
         fetched_at = utcnow()
-        token = ""
-        for page_no in range(1, self.max_pages + 1):
-            params = {"key": self.api_key, "currencyCode": "USD", "pageSize": "5000"}
-            if token:
-                params["pageToken"] = token
-            page = self._billing_get(params)
-            next_token = book.add_page(page)
-            progress(book.skus, None, f"gcp: Compute Engine SKU rows (page {page_no})")
-            if not next_token:
-                self._book, self._fetched_at = book, fetched_at
-                return book
-            if next_token == token:
-                raise ShoalError(f"gcp: {display(self.skus_url)}: the page token repeats")
-            token = next_token
-        raise ShoalError(
-            f"gcp: {display(self.skus_url)}: more than {self.max_pages} pages of SKUs; "
-            "nothing was cached"
-        )
+        pages = 0
 
-    def _billing_get(self, params: dict[str, str]) -> Any:
-        return self.billing.get_json(self.skus_url, params=params)
+        def page(body: Body, where: str) -> str:
+            nonlocal pages
+            token = book.add_page(body, where)
+            pages += 1
+            progress(book.skus, None, f"gcp: Compute Engine SKU rows (page {pages})")
+            return token
+
+        params = {"key": self.api_key, "currencyCode": "USD", "pageSize": "5000"}
+        walk(self.billing, self.skus_url, page, self.max_pages, params=params)
+        self._book, self._fetched_at = book, fetched_at
+        return book
 
     # -- the Compute Engine API (token) --------------------------------------------------
-
-    def _compute_pages(self, url: str) -> Iterator[Any]:
-        headers = {"Authorization": f"Bearer {self.token}"}
-        token = ""
-        for _ in range(self.max_pages):
-            params = {"pageToken": token} if token else None
-            page = self.compute.get_json(url, params=params, headers=headers)
-            yield page
-            token = (page.get("nextPageToken") or "") if isinstance(page, dict) else ""
-            if not token:
-                return
-        raise ShoalError(f"gcp: {display(url)}: more than {self.max_pages} pages")
 
     def _api_shapes(self) -> dict[str, dict[str, Shape]]:
         if self._shapes is None:
             shapes: dict[str, dict[str, Shape]] = {}
             zones: dict[str, set[str]] = {}
-            for page in self._compute_pages(self.machine_types_url):
-                machine_types_page(page, shapes, zones)
+
+            def page(body: Body, where: str) -> str:
+                return machine_types_page(body, shapes, zones, where)
+
+            walk(self.compute, self.machine_types_url, page, self.max_pages, headers=self._auth())
             self._shapes = shapes
         return self._shapes
 
     def _compute_regions(self) -> list[RegionSpec]:
         url = f"{self.compute_url}/compute/v1/projects/{self.project}/regions"
         regions: list[RegionSpec] = []
-        for page in self._compute_pages(url):
-            items = page.get("items", []) if isinstance(page, dict) else None
-            if not isinstance(items, list):
-                raise ShoalError(f"gcp: {display(url)}: unexpected payload (no 'items' list)")
-            for item in items:
-                if isinstance(item, dict) and isinstance(item.get("name"), str):
-                    zones = sorted(
-                        z.rsplit("/", 1)[-1] for z in item.get("zones") or [] if isinstance(z, str)
-                    )
-                    regions.append(RegionSpec(name=item["name"], zones=zones))
+
+        def page(body: Body, where: str) -> str:
+            found, token = regions_page(body, where)
+            regions.extend(RegionSpec(name=name, zones=r.zones) for name, r in found)
+            return token
+
+        walk(self.compute, url, page, self.max_pages, headers=self._auth())
         return sorted(regions, key=lambda r: r.name)
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def walk(
+    http: CloudHttp,
+    url: str,
+    read: Callable[[Body, str], str],
+    max_pages: int,
+    *,
+    params: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """GET `url` and every page after it (`pageToken`); `read(body, where)` reads one (its
+    JSON still bytes) and returns its nextPageToken ("" at the end)."""
+    where = f"{PROVIDER}: {display(url)}"
+    token = ""
+    seen: set[str] = set()
+    for _ in range(max_pages):
+        query = {**(params or {}), **({"pageToken": token} if token else {})}
+        token = read(http.get_body(url, params=query or None, headers=headers), where)
+        if not token:
+            return
+        if token in seen:
+            raise ShoalError(f"{where}: the page token repeats; stopped")
+        seen.add(token)
+    raise ShoalError(f"{where}: more than {max_pages} pages; stopped, nothing was cached")

@@ -1,4 +1,5 @@
-"""Cloud Billing Catalog SKUs -> per-region rates -> priced machine types. Pure functions.
+"""Cloud Billing Catalog SKUs -> per-region rates -> priced machine types. Pure functions;
+a page is checked whole against its model first (payloads.py).
 
 Wire format (Cloud Billing Catalog API v1, `services.skus.list`,
 https://cloud.google.com/billing/v1/how-tos/catalog-api,
@@ -31,11 +32,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.cloud.offers import Offer
 from providers.core.errors import ShoalError
 from providers.gcp.shapes import GPU_MODELS, Shape
+
+if TYPE_CHECKING:
+    from providers.gcp.payloads import Sku
 
 COMPUTE_SERVICE_ID = "6F81-5844-456A"  # Compute Engine in the billing catalog
 
@@ -133,7 +137,7 @@ def classify(description: str, usage_type: str) -> tuple[str, str, str] | None:
     return None
 
 
-def unit_price(sku: dict[str, Any]) -> tuple[float, str] | None:
+def unit_price(sku: Sku) -> tuple[float, str] | None:
     """(USD per unit, usageUnit) of the SKU's current price.
 
     Tier choice: Compute SKUs have one tier starting at 0 usage. Where several start at 0
@@ -141,31 +145,23 @@ def unit_price(sku: dict[str, Any]) -> tuple[float, str] | None:
     unit; tiers starting above 0 are volume steps a machine-hour never reaches. No tier
     at 0 means no usable price. The newest pricingInfo (by effectiveTime) is used.
     """
-    infos = [p for p in sku.get("pricingInfo") or [] if isinstance(p, dict)]
+    infos = sku.get("pricingInfo") or []
     if not infos:
         return None
-    info = max(infos, key=lambda p: str(p.get("effectiveTime", "")))
+    info = max(infos, key=lambda p: p.get("effectiveTime") or "")
     expression = info.get("pricingExpression") or {}
-    chosen: dict[str, Any] | None = None
-    for tier in expression.get("tieredRates") or []:
-        if isinstance(tier, dict) and float(tier.get("startUsageAmount") or 0) == 0:
-            chosen = tier
-    if chosen is None:
+    tiers = [t for t in expression.get("tieredRates") or [] if not t.get("startUsageAmount")]
+    if not tiers:
         return None
-    price = chosen.get("unitPrice") or {}
-    currency = price.get("currencyCode", "USD")
+    price = tiers[-1].get("unitPrice") or {}
+    currency = price.get("currencyCode") or "USD"
     if currency != "USD":
         raise ShoalError(
-            f"gcp: SKU {sku.get('skuId', '?')} is priced in {currency}, not USD; shoal asks "
+            f"gcp: SKU {sku.get('skuId') or '?'} is priced in {currency}, not USD; shoal asks "
             "for currencyCode=USD, so a proxy or mirror in between changed it"
         )
-    try:
-        value = int(price.get("units") or 0) + int(price.get("nanos") or 0) / 1e9
-    except (TypeError, ValueError):
-        raise ShoalError(
-            f"gcp: SKU {sku.get('skuId', '?')} has a malformed unitPrice {price!r}"
-        ) from None
-    return value, str(expression.get("usageUnit") or "")
+    value = price.get("units", 0.0) + price.get("nanos", 0.0) / 1e9
+    return value, expression.get("usageUnit") or ""
 
 
 @dataclass
@@ -181,28 +177,27 @@ class RateBook:
     def rate(self, region: str, kind: str, what: str, mode: str) -> float | None:
         return self.rates.get((region, kind, what, mode))
 
-    def add_page(self, page: Any) -> str:
-        """Fold one `skus.list` page in; returns its nextPageToken ("" at the end)."""
-        if not isinstance(page, dict) or not isinstance(page.get("skus", []), list):
-            raise ShoalError("gcp: SKU list: unexpected payload (no 'skus' list)")
-        for sku in page.get("skus", []):
-            if isinstance(sku, dict):
-                self.add_sku(sku)
-        token = page.get("nextPageToken") or ""
-        return token if isinstance(token, str) else ""
+    def add_page(self, page: Any, where: str = "gcp: SKU list") -> str:
+        """Fold one `skus.list` page in (decoded JSON or a Body), checked whole first;
+        returns its nextPageToken ("" at the end)."""
+        from providers.gcp.payloads import SKUS
 
-    def add_sku(self, sku: dict[str, Any]) -> None:
+        read = SKUS.read(page, where)
+        for sku in read.get("skus", []):
+            self.add_sku(sku)
+        return read.get("nextPageToken") or ""
+
+    def add_sku(self, sku: Sku) -> None:
         self.skus += 1
         category = sku.get("category") or {}
         if category.get("resourceFamily") != "Compute":
             return
-        regions = [r for r in sku.get("serviceRegions") or [] if isinstance(r, str)]
-        regions = [r for r in regions if _REGION.match(r)]
+        regions = [r for r in sku.get("serviceRegions") or [] if _REGION.match(r)]
         self.regions.update(regions)
-        description = str(sku.get("description") or "")
+        description = sku.get("description") or ""
         if len(regions) == 1 and " running in " in description:
             self.locations.setdefault(regions[0], description.rsplit(" running in ", 1)[1])
-        found = classify(description, str(category.get("usageType") or ""))
+        found = classify(description, category.get("usageType") or "")
         if found is None:
             return
         kind, what, mode = found

@@ -14,9 +14,12 @@ import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.core.errors import ShoalError
+
+if TYPE_CHECKING:
+    from providers.gcp.payloads import MachineType
 
 # Accelerator type (as the Compute API names it) -> (model, memory GiB per GPU). Models are
 # providers.gpus' canonical names, so `--select gpu=H100` means the same on every provider.
@@ -155,27 +158,22 @@ def _arch(raw: Any, family: str) -> str:
     return "arm64" if family in ARM_FAMILIES else "x86_64"
 
 
-def shape_from_api(item: Any) -> Shape | None:
-    """One MachineType resource; None for entries without a usable name or size."""
-    if not isinstance(item, dict):
-        return None
+def shape_from_api(item: MachineType) -> Shape | None:
+    """One MachineType resource (with its guestCpus and memoryMb: machine_types_page checks
+    them); None for an entry without a name."""
     name = item.get("name")
-    cpus = item.get("guestCpus")
-    memory_mb = item.get("memoryMb")
-    if not isinstance(name, str) or not name:
+    if not name:
         return None
-    if not isinstance(cpus, int | float) or not isinstance(memory_mb, int | float):
-        raise ShoalError(f"gcp: machine type {name!r} has no numeric guestCpus/memoryMb")
     accelerator, count = "", 0
     for acc in item.get("accelerators") or []:
-        if isinstance(acc, dict) and isinstance(acc.get("guestAcceleratorType"), str):
-            accelerator = acc["guestAcceleratorType"]
-            count += int(acc.get("guestAcceleratorCount") or 0)
+        if acc.get("guestAcceleratorType"):
+            accelerator = acc.get("guestAcceleratorType") or ""
+            count += int(acc.get("guestAcceleratorCount", 0))
     family = name.split("-", 1)[0]
     return Shape(
         name,
-        float(cpus),
-        float(memory_mb) / 1024,
+        item["guestCpus"],
+        item["memoryMb"] / 1024,
         _arch(item.get("architecture"), family),
         accelerator,
         count,
@@ -188,21 +186,29 @@ def region_of_zone(zone: str) -> str:
 
 
 def machine_types_page(
-    page: Any, into: dict[str, dict[str, Shape]], zones: dict[str, set[str]]
+    page: Any,
+    into: dict[str, dict[str, Shape]],
+    zones: dict[str, set[str]],
+    where: str = "gcp: machine types",
 ) -> str:
-    """Fold one page of `aggregated/machineTypes` into region -> name -> Shape (the union
-    over the region's zones) and region -> zones; returns the nextPageToken ("" at the end)."""
-    if not isinstance(page, dict) or not isinstance(page.get("items", {}), dict):
-        raise ShoalError("gcp: machine types: unexpected payload (no 'items' map)")
-    for scope, scoped in page.get("items", {}).items():
-        if not isinstance(scoped, dict) or not str(scope).startswith("zones/"):
+    """Fold one page of `aggregated/machineTypes` (decoded JSON or a Body), checked whole
+    first, into region -> name -> Shape (the union over the region's zones) and region ->
+    zones; returns the nextPageToken ("" at the end)."""
+    from providers.gcp.payloads import MACHINE_TYPES
+
+    read = MACHINE_TYPES.read(page, where)
+    for scope, scoped in (read.get("items") or {}).items():
+        if not scope.startswith("zones/"):
             continue
-        zone = str(scope).removeprefix("zones/")
+        zone = scope.removeprefix("zones/")
         region = region_of_zone(zone)
         zones.setdefault(region, set()).add(zone)
-        for item in scoped.get("machineTypes") or []:
+        for index, item in enumerate(scoped.get("machineTypes") or []):
+            if item.get("name") and not ("guestCpus" in item and "memoryMb" in item):
+                path = f'items."{scope}".machineTypes[{index}]'
+                said = f"machine type {item.get('name')!r} has no guestCpus or memoryMb"
+                raise MACHINE_TYPES.malformed(where, path, said)
             shape = shape_from_api(item)
             if shape is not None:
                 into.setdefault(region, {}).setdefault(shape.name, shape)
-    token = page.get("nextPageToken") or ""
-    return token if isinstance(token, str) else ""
+    return read.get("nextPageToken") or ""

@@ -26,16 +26,21 @@ NEVER_AT_START = {"httpx", "yaml", "boto3", "botocore", "pydantic", "pydantic_co
 JSON_COMMANDS = (["regions", "--json"], ["resources", "--json"], ["status", "--json"])
 
 
-def _modules(home: Path, *args: str) -> set[str]:
+def _probe(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[set[str], str]:
+    """(the modules a command imported, what it printed)."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(list(args))],
         capture_output=True,
         text=True,
-        env=shoal_env(home),
+        env=shoal_env(home, env),
         check=True,
     )
     line = [ln for ln in done.stderr.splitlines() if ln.startswith("MODULES ")][-1]
-    return set(json.loads(line[len("MODULES ") :]))
+    return set(json.loads(line[len("MODULES ") :])), done.stdout
+
+
+def _modules(home: Path, *args: str) -> set[str]:
+    return _probe(home, *args)[0]
 
 
 def _top(modules: set[str]) -> set[str]:
@@ -78,3 +83,27 @@ def test_regions_and_types_do_not_open_the_ledger(home: Path) -> None:
 def test_image_list_does_not_import_the_http_client(home: Path) -> None:
     loaded = _modules(home, "image", "list", "--json")
     assert not (_top(loaded) & {"httpx", "zstandard", "yaml"})
+
+
+def test_cloud_answers_from_the_cache_do_not_import_pydantic(home: Path) -> None:
+    """pydantic checks provider payloads (providers/core/payload.py): a fetch imports it, an
+    answer from the cache (--offline, or a fresh cache) never does."""
+    from tests.providers.apiserver import ApiServer
+    from tests.providers.azure import payloads as azure
+    from tests.providers.gcp import payloads as gcp
+
+    with ApiServer() as api:
+        gcp.serve(api)
+        api.route(azure.PRICES_PATH, azure.PricesApi(azure.catalog(), base=api.base))
+        env = {
+            "SHOAL_AZURE_PRICES_URL": api.base,
+            "SHOAL_GCP_BILLING_URL": api.base,
+            "SHOAL_GCP_API_KEY": gcp.API_KEY,
+        }
+        for provider, region in (("azure", "eastus"), ("gcp", "us-central1")):
+            ask = ["pricing", "-p", provider, "-r", region, "--json"]
+            fetched, said = _probe(home, *ask, env=env)
+            assert "pydantic" in _top(fetched) and json.loads(said)[0]["items"], provider
+            for cached in ([*ask, "--offline"], ask):  # --offline, then a fresh cache
+                loaded, again = _probe(home, *cached, env=env)
+                assert "pydantic" not in _top(loaded) and json.loads(again) == json.loads(said)

@@ -12,6 +12,7 @@ given, and every credential a request carried, learned as it is sent.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -59,6 +60,15 @@ class Request:
 
     def with_params(self, **params: str) -> Request:
         return replace(self, params={**(self.params or {}), **params})
+
+
+@dataclass(frozen=True, eq=False, repr=False)  # no repr: a body may quote anything
+class Body:
+    """A JSON answer's bytes, and `decode()`: its JSON as `get_json` reads it (malformed JSON
+    is the map's JSON error)."""
+
+    raw: bytes
+    decode: Callable[[], Any]
 
 
 @dataclass(eq=False, repr=False)  # no repr: it would show the credentials
@@ -301,7 +311,13 @@ class HttpClient:
 
     def get_json(self, target: str, **options: Any) -> Any:
         """GET `target` (`params`, `headers`: as `open` takes them) and decode its JSON."""
-        return self.decode(self.request("GET", target, **options), "GET", target)
+        return self.get_body(target, **options).decode()
+
+    def get_body(self, target: str, **options: Any) -> Body:
+        """GET `target` as `get_json` does, its JSON left as bytes for a reader that parses
+        them itself (providers/core/payload.py)."""
+        response = self.request("GET", target, **options)
+        return Body(response.content, functools.partial(self.decode, response, "GET", target))
 
     def pages(
         self,
@@ -393,6 +409,14 @@ def _body(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     finally:
         response.close()
     return b"".join(chunks), True
+
+
+def release(response: httpx.Response) -> None:
+    """Let a read answer's body go now; `content` is empty afterwards. An httpx response and
+    its stream refer to each other, so the response is freed by the cycle collector, not
+    when its last name goes: a reader of large pages that allocates little between them (a
+    typed decoder) would otherwise keep pages until the collector runs."""
+    response._content = b""  # where Response.read() puts it
 
 
 def _peek(response: httpx.Response) -> bytes:

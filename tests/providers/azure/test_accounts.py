@@ -342,15 +342,20 @@ def _one_usage(**fields: Any) -> dict[str, Any]:
 
 
 MALFORMED: list[tuple[str, Any, str]] = [
-    ("not an object", [1, 2], "the answer is list"),
-    ("no value list", {"value": {"cores": 1}}, "value is missing or not a list"),
-    ("a usage is a string", {"value": ["cores"]}, "a usage is str"),
-    ("no name", {"value": [{"currentValue": 1, "limit": 2}]}, "no name object"),
-    ("a NaN string", {"value": [_one_usage(limit="NaN")]}, "cores: limit is 'NaN', not a number"),
-    ("a bool", {"value": [_one_usage(currentValue=True)]}, "currentValue is True, not a number"),
-    ("a huge number", {"value": [_one_usage(limit=10**40)]}, "not a usable number"),
-    ("a null limit", {"value": [_one_usage(limit=None)]}, "limit is None, not a number"),
-    ("a non-string nextLink", {"value": [], "nextLink": 7}, "nextLink is 7, not a string"),
+    ("not an object", [1, 2], "payload: expected an object, got a list;"),
+    ("no value list", {"value": {"cores": 1}}, "payload: value: expected a list, got an object;"),
+    ("a usage is a string", {"value": ["cores"]}, "value[0]: expected an object, got string"),
+    ("no name", {"value": [{"currentValue": 1, "limit": 2}]}, "value[0].name: required;"),
+    ("no name value", {"value": [_one_usage(name={"value": ""})]}, "name.value: must not be"),
+    ("a NaN string", {"value": [_one_usage(limit="NaN")]}, "limit: expected a number, got string"),
+    (
+        "a bool",
+        {"value": [_one_usage(currentValue=True)]},
+        "currentValue: expected a number, got b",
+    ),
+    ("a huge number", {"value": [_one_usage(limit=10**40)]}, "limit: must be <= 1000000000000000"),
+    ("a null limit", {"value": [_one_usage(limit=None)]}, "limit: expected a number, got nothing"),
+    ("a non-string nextLink", {"value": [], "nextLink": 7}, "nextLink: expected a string, got int"),
 ]
 
 
@@ -364,7 +369,9 @@ def test_malformed_usages_are_one_line_errors(
         accounts(tmp_path, api).fetch(["eastus"])
     assert type(caught.value) is ShoalError
     message = str(caught.value)
-    assert said in message and "malformed payload" in message and "\n" not in message
+    assert "/eastus/usages: malformed usages payload: " in message
+    assert said in message and message.endswith("; nothing was cached from it")
+    assert "\n" not in message
 
 
 @pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
@@ -378,7 +385,7 @@ def test_non_finite_json_numbers_are_malformed(
     api.route(
         a.usages_path("eastus"), lambda q, h: Reply(200, body, {"Content-Type": "application/json"})
     )
-    with pytest.raises(ShoalError, match=r"cores: limit is .*not a usable number"):
+    with pytest.raises(ShoalError, match=r"value\[0\]\.limit: must be a finite number, got"):
         accounts(tmp_path, api).fetch(["eastus"])
 
 
@@ -403,11 +410,18 @@ def test_a_payload_quoting_the_token_never_shows_it(tmp_path: Path, api: ApiServ
 @pytest.mark.parametrize(
     ("item", "said"),
     [
-        (a.reservation("cr-x", "crg-gpu", "Standard_D4s_v5", "lots"), "sku.capacity is 'lots'"),
-        ({**a.reservation("cr-x", "crg-gpu", "Standard_D4s_v5", 1), "sku": None}, "sku is missing"),
+        (
+            a.reservation("cr-x", "crg-gpu", "Standard_D4s_v5", "lots"),
+            "value[0].sku.capacity: expected a number, got string 'lots'",
+        ),
+        (
+            {**a.reservation("cr-x", "crg-gpu", "Standard_D4s_v5", 1), "sku": None},
+            "value[0].sku: expected an object, got nothing (null)",
+        ),
         (
             a.reservation("cr-x", "crg-gpu", "Standard_D4s_v5", 1, schedule={"start": "soon"}),
-            "scheduleProfile.start is 'soon', not a time",
+            "value[0].properties.scheduleProfile.start: expected an ISO 8601 date or time "
+            "(2025-06-27T09:00:00Z), got string 'soon'",
         ),
     ],
 )

@@ -318,7 +318,9 @@ def test_a_truncated_page_is_a_clear_error(tmp_path: Path, api: ApiServer) -> No
 
 def test_a_page_of_the_wrong_shape(tmp_path: Path, api: ApiServer) -> None:
     api.route(p.PRICES_PATH, lambda q, h: Reply.json({"items": []}))
-    with pytest.raises(ShoalError, match=r"/api/retail/prices: malformed payload \(Items"):
+    with pytest.raises(
+        ShoalError, match=r"/api/retail/prices: malformed Retail Prices payload: Items: required;"
+    ):
         fetcher(tmp_path, api).fetch_region("eastus", lambda *a: None)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -319,13 +320,23 @@ def _region_with(*quotas: dict[str, Any]) -> dict[str, Any]:
 
 
 MALFORMED: list[tuple[str, str, Any, str]] = [
-    ("not an object", REGIONS_PATH, [1], "the answer is list"),
-    ("no items", REGIONS_PATH, {"items": "many"}, "items is missing or not a list"),
-    ("a NaN string", REGIONS_PATH, _region_with(g.quota("CPUS", "NaN")), "CPUS: limit is 'NaN'"),
-    ("a bool", REGIONS_PATH, _region_with(g.quota("CPUS", 1, True)), "usage is True"),
-    ("a huge number", REGIONS_PATH, _region_with(g.quota("CPUS", 1e300)), "not a usable number"),
-    ("no metric", REGIONS_PATH, _region_with({"limit": 1}), "a quota has no metric"),
-    ("quotas not a list", REGIONS_PATH, {"items": [{"name": "x", "quotas": {}}]}, "quotas is"),
+    ("not an object", REGIONS_PATH, [1], "payload: expected an object, got a list;"),
+    ("no items", REGIONS_PATH, {"items": "many"}, "items: expected a list, got string 'many'"),
+    (
+        "a NaN string",
+        REGIONS_PATH,
+        _region_with(g.quota("CPUS", "NaN")),
+        "items[0].quotas[0].limit: expected a number, got string 'NaN'",
+    ),
+    ("a bool", REGIONS_PATH, _region_with(g.quota("CPUS", 1, True)), "usage: expected a number"),
+    ("a huge number", REGIONS_PATH, _region_with(g.quota("CPUS", 1e300)), "limit: must be <="),
+    ("no metric", REGIONS_PATH, _region_with({"limit": 1}), "quotas[0].metric: required"),
+    (
+        "quotas not a list",
+        REGIONS_PATH,
+        {"items": [{"name": "x", "quotas": {}}]},
+        "items[0].quotas: expected a list, got an object",
+    ),
     ("project quota", g.PROJECT_PATH, {"quotas": [g.quota("GPUS_ALL_REGIONS", "8x")]}, "'8x'"),
     (
         "a count",
@@ -335,7 +346,8 @@ MALFORMED: list[tuple[str, str, Any, str]] = [
             "reservations",
             {"us-central1-a": [g.reservation("r", "us-central1-a", "n2-standard-2", "∞", "0")]},
         ),
-        "specificReservation.count is '∞'",
+        'items."zones/us-central1-a".reservations[0].specificReservation.count: expected a '
+        "number, got string '∞'",
     ),
     (
         "a time",
@@ -351,11 +363,22 @@ MALFORMED: list[tuple[str, str, Any, str]] = [
                 ]
             },
         ),
-        "timeWindow.startTime is 'next week'",
+        "futureReservations[0].timeWindow.startTime: expected an RFC 3339 time "
+        "(2026-10-01T00:00:00Z), got string 'next week'",
     ),
-    ("items not a map", g.RESERVATIONS_PATH, {"items": ["zones/a"]}, "items is list"),
-    ("a page token", g.FUTURE_PATH, {"items": {}, "nextPageToken": 5}, "nextPageToken is 5"),
-    ("unreachables", g.FUTURE_PATH, {"items": {}, "unreachables": [{}]}, "unreachables holds"),
+    ("items not a map", g.RESERVATIONS_PATH, {"items": ["zones/a"]}, "items: expected an object"),
+    (
+        "a page token",
+        g.FUTURE_PATH,
+        {"items": {}, "nextPageToken": 5},
+        "nextPageToken: expected a string, got integer 5",
+    ),
+    (
+        "unreachables",
+        g.FUTURE_PATH,
+        {"items": {}, "unreachables": [{}]},
+        "unreachables[0]: expected a string, got an object",
+    ),
 ]
 
 
@@ -371,7 +394,9 @@ def test_malformed_payloads_are_one_line_errors(
         accounts(tmp_path, api).fetch(["us-central1"])
     assert type(caught.value) is ShoalError
     message = str(caught.value)
-    assert said in message and "malformed payload" in message and "\n" not in message
+    assert re.search(r"^gcp: http://\S+: malformed [a-z ]+ payload: ", message), message
+    assert said in message and message.endswith("; nothing was cached from it")
+    assert "\n" not in message
 
 
 def test_a_payload_quoting_the_token_never_shows_it(tmp_path: Path, api: ApiServer) -> None:

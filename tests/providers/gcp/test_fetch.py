@@ -158,7 +158,9 @@ def test_malformed_and_misshapen_pages_are_clear_errors(tmp_path: Path, api: Api
     with pytest.raises(ShoalError, match="malformed JSON"):
         fetcher(tmp_path, api).fetch_region("us-central1", no_progress)
     api.route(p.SKUS_PATH, lambda q, h: Reply.json({"skus": {"not": "a list"}}))
-    with pytest.raises(ShoalError, match="no 'skus' list"):
+    with pytest.raises(
+        ShoalError, match="malformed Cloud Billing SKU list payload: skus: expected a list"
+    ):
         fetcher(tmp_path, api).fetch_region("us-central1", no_progress)
 
 
@@ -251,7 +253,7 @@ def test_compute_api_payloads_of_the_wrong_shape_and_endless_pages(
 ) -> None:
     env = {ENV_GCP_TOKEN: p.TOKEN, ENV_GCP_PROJECT: p.PROJECT}
     api.route(p.REGIONS_PATH, p.compute_handler([{"items": {"us-central1": {}}}]))
-    with pytest.raises(ShoalError, match="no 'items' list"):
+    with pytest.raises(ShoalError, match="malformed regions payload: items: expected a list"):
         fetcher(tmp_path, api, env=env).list_regions()
     endless = {"items": {}, "nextPageToken": "mt-2"}
     api.route(p.MACHINE_TYPES_PATH, p.compute_handler([endless, endless]))

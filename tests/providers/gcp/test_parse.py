@@ -40,6 +40,13 @@ from providers.gcp.shapes import (
 from tests.providers.gcp import payloads as p
 
 
+def checked(sku: dict[str, Any]) -> Any:
+    """A SKU as the readers get it: its page checked against the model (int64s as numbers)."""
+    from providers.gcp.payloads import SKUS
+
+    return SKUS.read({"skus": [sku]}, "gcp: test")["skus"][0]
+
+
 @pytest.mark.parametrize(
     ("description", "usage", "expected"),
     [
@@ -142,32 +149,39 @@ def test_unit_price_takes_the_last_tier_starting_at_zero() -> None:
         {"startUsageAmount": 0, "unitPrice": p.money(0.25)},
         {"startUsageAmount": 720, "unitPrice": p.money(0.1)},
     ]
-    assert unit_price(p.sku("X", 0, tiers=tiers)) == (0.25, "h")
-    assert unit_price(p.sku("X", 0, tiers=[{"startUsageAmount": 5, "unitPrice": {}}])) is None
-    assert unit_price({"pricingInfo": []}) is None
+    assert unit_price(checked(p.sku("X", 0, tiers=tiers))) == (0.25, "h")
+    assert (
+        unit_price(checked(p.sku("X", 0, tiers=[{"startUsageAmount": 5, "unitPrice": {}}]))) is None
+    )
+    assert unit_price(checked({"pricingInfo": []})) is None
     big = p.sku("X", 12.5)
     assert big["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] == {
         "currencyCode": "USD",
         "units": "12",
         "nanos": 500000000,
     }
-    assert unit_price(big) == (12.5, "h")
+    assert unit_price(checked(big)) == (12.5, "h")
 
 
 def test_unit_price_uses_the_newest_pricing_info() -> None:
     item = p.sku("X", 1.0)
     newer = p.sku("X", 2.0)["pricingInfo"][0] | {"effectiveTime": "2026-08-01T00:00:00Z"}
     item["pricingInfo"] = [newer, item["pricingInfo"][0]]
-    assert unit_price(item) == (2.0, "h")
+    assert unit_price(checked(item)) == (2.0, "h")
 
 
 def test_non_usd_and_malformed_prices_are_clear_errors() -> None:
     with pytest.raises(ShoalError, match=r"priced in EUR, not USD"):
-        unit_price(p.sku("N2 Instance Core running in Americas", 0.03, currency="EUR"))
+        unit_price(checked(p.sku("N2 Instance Core running in Americas", 0.03, currency="EUR")))
     bad = p.sku("X", 1.0)
     bad["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["units"] = "x"
-    with pytest.raises(ShoalError, match="malformed unitPrice"):
-        unit_price(bad)
+    with pytest.raises(
+        ShoalError,
+        match=r"^gcp: test: malformed Cloud Billing SKU list payload: skus\[0\]\.pricingInfo\[0\]"
+        r"\.pricingExpression\.tieredRates\[0\]\.unitPrice\.units: expected a number, got "
+        r"string 'x'; nothing was cached from it$",
+    ):
+        RateBook().add_page({"skus": [bad]}, "gcp: test")
 
 
 def test_rate_book_keeps_only_what_prices_a_vm() -> None:
@@ -188,20 +202,23 @@ def test_rate_book_keeps_only_what_prices_a_vm() -> None:
         ("us-central1", CORE, "n2", SPOT),
         ("us-central1", RAM, "n2", SPOT),
     }
-    assert book.add_page({"skus": ["not a sku", None]}) == ""
+    assert book.add_page({"skus": []}) == ""
     assert book.skus == len(p.catalog())
 
 
 def test_rate_book_rejects_a_payload_of_the_wrong_shape() -> None:
-    with pytest.raises(ShoalError, match="no 'skus' list"):
+    with pytest.raises(ShoalError, match="payload: skus: expected a list, got string 'nope'"):
         RateBook().add_page({"skus": "nope"})
-    with pytest.raises(ShoalError, match="no 'skus' list"):
+    with pytest.raises(ShoalError, match="payload: expected an object, got a list"):
         RateBook().add_page([1, 2])
+    # A SKU that is not an object is a malformed page, not one to skip.
+    with pytest.raises(ShoalError, match=r"skus\[0\]: expected an object, got string"):
+        RateBook().add_page({"skus": ["not a sku", None]})
 
 
 def test_rate_book_ignores_a_unit_that_is_not_hourly() -> None:
     book = RateBook()
-    book.add_sku(p.sku("N2 Instance Ram running in Americas", 3.1, unit="GiBy.mo"))
+    book.add_sku(checked(p.sku("N2 Instance Ram running in Americas", 3.1, unit="GiBy.mo")))
     assert book.rates == {}
 
 
@@ -273,7 +290,7 @@ def test_g4_is_priced_with_its_rtx_pro_6000_cards() -> None:
         p.ram("G4 Instance Ram running in Americas", 0.004),
         p.gpu("RTX 6000 96GB running in Americas", 2.0),
     ):
-        book.add_sku(sku)
+        book.add_sku(checked(sku))
     g4 = price_offers("us-central1", builtin_shapes(), book)["g4-standard-96"]
     assert (g4.gpu, g4.gpu_count, g4.gpu_memory_gib) == ("RTX PRO 6000", 2, 96.0)
     assert g4.on_demand == pytest.approx(96 * 0.03 + 360 * 0.004 + 2 * 2.0)
@@ -286,7 +303,7 @@ def test_calendar_mode_fills_scheduled_when_there_is_no_flex_start_rate() -> Non
         ("G2 Instance Ram running in Americas in Calendar Mode", 0.002),
         ("Nvidia L4 GPU in Americas in Calendar Mode", 0.4),
     ):
-        book.add_sku(p.sku(desc, price, unit="GiBy.h" if "Ram" in desc else "h"))
+        book.add_sku(checked(p.sku(desc, price, unit="GiBy.h" if "Ram" in desc else "h")))
     offer = price_offers("us-central1", builtin_shapes(), book)["g2-standard-4"]
     assert offer.scheduled == pytest.approx(4 * 0.02 + 16 * 0.002 + 0.4)
 
@@ -406,7 +423,9 @@ def test_a_malformed_table_is_a_clear_error(raw: Any, message: str) -> None:
 
 def test_unshaped_notes_name_families_and_gpus_per_region() -> None:
     book = _book()
-    book.add_sku(p.core("ZZ9 Instance Core running in Iowa", 0.05, regions=["us-central1"]))
+    book.add_sku(
+        checked(p.core("ZZ9 Instance Core running in Iowa", 0.05, regions=["us-central1"]))
+    )
     shapes = builtin_shapes()
     assert unshaped_notes("us-central1", book, shapes) == [
         "priced families without known shapes (not listed): zz9",
@@ -424,8 +443,7 @@ def test_machine_types_pages_are_the_union_over_zones() -> None:
     shapes: dict[str, dict[str, Shape]] = {}
     zones: dict[str, set[str]] = {}
     first, second = p.machine_type_pages()
-    first["items"]["regions/us-central1"] = {"machineTypes": [{"name": "x"}]}
-    first["items"]["zones/us-central1-q"] = "not a scope"
+    first["items"]["regions/us-central1"] = {"machineTypes": [{"name": "x"}]}  # not a zone
     assert machine_types_page(first, shapes, zones) == "mt-2"
     assert machine_types_page(second, shapes, zones) == ""
     assert sorted(shapes["us-central1"]) == [
@@ -447,8 +465,11 @@ def test_machine_types_pages_are_the_union_over_zones() -> None:
         "nvidia-tesla-a100",
         1,
     )
-    with pytest.raises(ShoalError, match="no 'items' map"):
+    with pytest.raises(ShoalError, match="payload: items: expected an object, got a list"):
         machine_types_page({"items": []}, shapes, zones)
+    # A scope that is not an object is a malformed page, not one to skip.
+    with pytest.raises(ShoalError, match=re.escape('items."zones/us-central1-q": expected an')):
+        machine_types_page({"items": {"zones/us-central1-q": "not a scope"}}, shapes, zones)
 
 
 def test_shape_from_api_reads_the_architecture_and_rejects_bad_sizes() -> None:
@@ -458,6 +479,14 @@ def test_shape_from_api_reads_the_architecture_and_rejects_bad_sizes() -> None:
     del unknown["architecture"]
     assert shape_from_api(unknown) == Shape("t2a-standard-1", 1, 4, "arm64")
     assert shape_from_api({"guestCpus": 2}) is None
-    assert shape_from_api("nope") is None
-    with pytest.raises(ShoalError, match="no numeric guestCpus"):
-        shape_from_api({"name": "x-1", "guestCpus": "2", "memoryMb": 1})
+    page: dict[str, Any] = {"items": {"zones/us-central1-a": {"machineTypes": [{"name": "x-1"}]}}}
+    with pytest.raises(ShoalError, match="machine type 'x-1' has no guestCpus or memoryMb"):
+        machine_types_page(page, {}, {})
+    page["items"]["zones/us-central1-a"]["machineTypes"] = [
+        {"name": "x-1", "guestCpus": "2", "memoryMb": 1}
+    ]
+    with pytest.raises(
+        ShoalError,
+        match=r'items\."zones/us-central1-a"\.machineTypes\[0\]\.guestCpus: expected a number',
+    ):
+        machine_types_page(page, {}, {})

@@ -1,0 +1,270 @@
+"""Reading a GCP project's capacity payloads: regions' and the project's quotas as Quotas,
+reservations and future reservations as Reservations, and the notes they call for. Pure
+functions; the requests are accounts.py's. Each page is checked whole against its model
+first (providers/gcp/payloads.py), so what is read here has its types.
+
+Metric meanings: providers/gcp/quota_map.py. Usage per machine type is not asked: a quota's
+`usage` is what is in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from providers.accounts.model import Quota, Reservation
+from providers.gcp.quota_map import GPUS_ALL_REGIONS, PREEMPTIBLE, classify
+from providers.gcp.shapes import GPU_MODELS, builtin_shapes, region_of_zone
+
+if TYPE_CHECKING:
+    from providers.gcp import payloads
+
+T = TypeVar("T")
+Note = tuple[str, str]  # (the region it is about, "" for every region; the note)
+# Procurement states whose capacity is not (or no longer) to come.
+ENDED = frozenset({"CANCELLED", "DECLINED", "FAILED", "FAILED_PARTIALLY_FULFILLED", "FULFILLED"})
+UNAPPROVED = frozenset({"DRAFTING", "PENDING_APPROVAL"})
+
+
+@dataclass
+class RegionQuotas:
+    quotas: list[Quota] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    status: str = ""
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+def regions_page(page: Any, where: str) -> tuple[list[tuple[str, RegionQuotas]], str]:
+    """A regions.list page's regions (name, quotas and zones), and its nextPageToken."""
+    from providers.gcp.payloads import REGIONS
+
+    read = REGIONS.read(page, where)
+    return [read_region(item) for item in read.get("items", [])], read.get("nextPageToken") or ""
+
+
+def project_quotas(page: Any, where: str) -> list[Quota]:
+    """projects.get: the project-wide quotas (CPUS_ALL_REGIONS, GPUS_ALL_REGIONS, ...)."""
+    from providers.gcp.payloads import PROJECT
+
+    return [quota_of(item, "global") for item in PROJECT.read(page, where).get("quotas") or []]
+
+
+@dataclass
+class Reserved:
+    """What the reservation lists say, page by page: reservations, notes, and the future
+    reservations not approved yet (region -> `name (state)`)."""
+
+    found: list[Reservation] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    pending: dict[str, list[str]] = field(default_factory=dict)
+
+    def reservations_page(self, page: Any, where: str) -> str:
+        """Fold a reservations.aggregatedList page in; returns its nextPageToken."""
+        from providers.gcp.payloads import RESERVATIONS
+
+        read = RESERVATIONS.read(page, where)
+        for zone, scoped in _zones(read):
+            for item in scoped.get("reservations") or []:
+                reservation = read_reservation(item, zone)
+                if reservation is None:
+                    self.notes.append(
+                        (
+                            region_of_zone(zone),
+                            f"reservation {item.get('name') or ''} in {zone} reserves aggregate "
+                            "resources (TPUs), not VMs; not shown",
+                        )
+                    )
+                else:
+                    self.found.append(reservation)
+        self.notes.extend(_unreachable(read))
+        return read.get("nextPageToken") or ""
+
+    def future_page(self, page: Any, where: str) -> str:
+        """Fold a futureReservations.aggregatedList page in; returns its nextPageToken."""
+        from providers.gcp.payloads import FUTURE_RESERVATIONS
+
+        read = FUTURE_RESERVATIONS.read(page, where)
+        for zone, scoped in _zones(read):
+            for item in scoped.get("futureReservations") or []:
+                reservation, state = read_future(item, zone)
+                if reservation is not None:
+                    self.found.append(reservation)
+                elif state in UNAPPROVED:
+                    named = f"{item.get('name') or ''} ({state})"
+                    self.pending.setdefault(region_of_zone(zone), []).append(named)
+        self.notes.extend(_unreachable(read))
+        return read.get("nextPageToken") or ""
+
+    def result(self) -> tuple[list[Reservation], list[Note]]:
+        notes = list(self.notes)
+        for region, names in sorted(self.pending.items()):
+            listed = ", ".join(sorted(names))
+            notes.append((region, f"future reservations not approved yet, not counted: {listed}"))
+        return self.found, notes
+
+
+def _zones(read: payloads.Aggregated[T]) -> Iterator[tuple[str, T]]:
+    """(zone, its scope) of an aggregatedList page: `items` keyed `zones/<zone>`; other
+    scopes (regions, global) are not read."""
+    for scope, scoped in (read.get("items") or {}).items():
+        if scope.startswith("zones/"):
+            yield scope.removeprefix("zones/"), scoped
+
+
+def _unreachable(read: payloads.Aggregated[Any]) -> list[Note]:
+    """A note for each region with zones the aggregated list could not reach."""
+    zones = [_last(zone) for zone in read.get("unreachables") or []]
+    return [
+        (
+            region,
+            "zones that did not answer (their reservations are missing): "
+            + ", ".join(sorted(z for z in zones if region_of_zone(z) == region)),
+        )
+        for region in sorted({region_of_zone(z) for z in zones})
+    ]
+
+
+# -- entries ---------------------------------------------------------------------------------
+
+
+def _last(path: str) -> str:
+    """`zones/us-central1-a/machineTypes/a3-highgpu-8g` (or a URL) -> `a3-highgpu-8g`."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def quota_of(item: payloads.Quota, scope: str = "region") -> Quota:
+    """One `quotas[]` entry (see quota_map.classify for where it goes)."""
+    metric = item["metric"]
+    kind = classify(metric)
+    return Quota(
+        code=metric,
+        name=metric,
+        group=kind.group,
+        market=kind.market,
+        resource=kind.resource,
+        limit=item["limit"],
+        used=item.get("usage", 0.0),
+        scope="global" if scope == "global" else "region",
+        gpus=kind.gpus,
+    )
+
+
+def read_region(item: payloads.Region) -> tuple[str, RegionQuotas]:
+    zones = sorted(_last(zone) for zone in item.get("zones") or [])
+    quotas = [quota_of(quota) for quota in item.get("quotas") or []]
+    return item["name"], RegionQuotas(quotas, zones, item.get("status") or "")
+
+
+def _shape(properties: payloads.InstanceProperties) -> tuple[str, float | None, str, int]:
+    """(machine type, vCPUs, GPU model, GPU count) of a reserved VM: its accelerators, else
+    shoal's built-in machine types."""
+    machine_type = _last(properties.get("machineType") or "")
+    gpu, count = "", 0
+    for accelerator in properties.get("guestAccelerators") or []:
+        known = GPU_MODELS.get(_last(accelerator.get("acceleratorType") or ""))
+        gpu = known[0] if known else gpu
+        count += int(accelerator.get("acceleratorCount", 0))
+    shape = next((s for s in builtin_shapes() if s.name == machine_type), None)
+    if shape is None:
+        return machine_type, None, gpu, count
+    if not count and shape.accelerator:
+        gpu = GPU_MODELS.get(shape.accelerator, ("", 0.0))[0]
+        count = shape.gpu_count
+    return machine_type, shape.vcpus, gpu, count
+
+
+def read_reservation(item: payloads.Reservation, zone: str) -> Reservation | None:
+    """One reservation of VMs (None for an aggregate one: TPUs): `total` its count,
+    `available` the count not in use; from now (it exists) to `deleteAtTime` if set."""
+    specific = item.get("specificReservation")
+    if specific is None:
+        return None
+    total = int(specific.get("count", 0))
+    in_use = int(specific.get("inUseCount", 0))
+    machine_type, vcpus, gpu, gpu_count = _shape(specific.get("instanceProperties") or {})
+    return Reservation(
+        id=item.get("name") or "",
+        kind="reservation",
+        instance_type=machine_type,
+        total=total,
+        available=max(0, total - in_use),
+        start=None,
+        end=item.get("deleteAtTime"),
+        zone=_last(item.get("zone") or "") or zone,
+        state=item.get("status") or "",
+        vcpus=vcpus,
+        gpu=gpu,
+        gpus=gpu_count,
+    )
+
+
+def read_future(item: payloads.FutureReservation, zone: str) -> tuple[Reservation | None, str]:
+    """(a future reservation's capacity still to come, its procurement state). What it has
+    delivered (`fulfilledCount`) is in the reservations it created, listed as such; one
+    that ended, or is not approved yet, holds nothing (None)."""
+    status = item.get("status") or {}
+    state = (status.get("procurementStatus") or "").upper()
+    sku = item.get("specificSkuProperties")
+    if state in ENDED or state in UNAPPROVED or not sku:
+        return None, state  # no sku: an aggregate (TPU) future reservation
+    remaining = int(sku.get("totalCount", 0)) - int(status.get("fulfilledCount", 0))
+    if remaining <= 0:
+        return None, state
+    window = item.get("timeWindow") or {}
+    start, end = window.get("startTime"), window.get("endTime")
+    duration = window.get("duration")
+    if end is None and start is not None and duration:
+        end = _after(start, duration.get("seconds", 0.0))
+    machine_type, vcpus, gpu, gpu_count = _shape(sku.get("instanceProperties") or {})
+    reservation = Reservation(
+        id=item.get("name") or "",
+        kind="future-reservation",
+        instance_type=machine_type,
+        total=remaining,
+        available=remaining,
+        start=start,
+        end=end,
+        zone=_last(item.get("zone") or "") or zone,
+        state=state,
+        vcpus=vcpus,
+        gpu=gpu,
+        gpus=gpu_count,
+    )
+    return reservation, state
+
+
+def _after(start: datetime, seconds: float) -> datetime | None:
+    """`start` + `seconds`, or None (no end known) past the last date Python has."""
+    try:
+        return start + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
+
+
+def binding_notes(region: str, quotas: Sequence[Quota]) -> list[str]:
+    """Where the project-wide GPUS_ALL_REGIONS leaves less than a region's GPU metric:
+    `GPUS_ALL_REGIONS (project: 8, 2 used) binds before NVIDIA_H100_GPUS in us-central1
+    (16)`."""
+    project = next((q for q in quotas if q.code.upper() == GPUS_ALL_REGIONS), None)
+    if project is None:
+        return []
+    left = project.limit - (project.used or 0)
+    notes = []
+    for quota in quotas:
+        if quota.resource[0] != "gpu" or quota.code.upper().startswith(PREEMPTIBLE):
+            continue
+        if left < quota.limit - (quota.used or 0):
+            notes.append(
+                f"{GPUS_ALL_REGIONS} (project: {_count(project.limit)}, {_count(project.used)} "
+                f"used) binds before {quota.code} in {region} ({_count(quota.limit)}"
+                + (f", {_count(quota.used)} used)" if quota.used else ")")
+            )
+    return notes
+
+
+def _count(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
