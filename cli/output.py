@@ -313,20 +313,23 @@ def table(
     *,
     keep: Sequence[int] = (0,),
     wrap: int | None = None,
+    stderr: bool = False,
 ) -> None:
-    """A table on stdout. On a terminal it fits the width: the `keep` columns (IDs,
-    statuses) are never cut, the `wrap` column (notes) gives way first and wraps, the rest
-    shrink as Rich decides. Piped, every row stays on one line (grep, awk, cut)."""
+    """A table on stdout (on stderr with `stderr`: an explanation beside the data). On a
+    terminal it fits the width: the `keep` columns (IDs, statuses) are never cut, the `wrap`
+    column (notes) gives way first and wraps, the rest shrink as Rich decides. Piped, every
+    row stays on one line (grep, awk, cut)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    piped = not sys.stdout.isatty()
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty()
     cells = [["—" if v is None else _cell(v) for v in row] for row in rows]
     # Piped output has no width to fit: wide enough that nothing wraps.
     needed = sum(max([len(c), *(len(r[i]) for r in cells)]) + 3 for i, c in enumerate(columns))
     width = max(needed, len(title or "")) + 4 if piped else None
-    console = Console(highlight=False, soft_wrap=False, width=width)
+    console = Console(highlight=False, soft_wrap=False, width=width, file=stream)
     out = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
     for i, name in enumerate(columns):
         values = [r[i] for r in rows if r[i] is not None]

@@ -81,6 +81,15 @@ class ListsRemote(Protocol):
 
 
 @runtime_checkable
+class ExplainsChoice(Protocol):
+    """Says what an allocation of the definition would get and why (aws: the instance type
+    chosen, its price, why the cheaper ones were skipped), for `alloc --dry-run`; called
+    after `available_capacity` with the same definition."""
+
+    def explain(self, definition: LabelDefinition) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class FinishesWorkload(Protocol):
     """Stops its workload but keeps what it left (a workspace, a stopped container) until
     `deallocate`, and tells how it ended (exit code, log tail, ...). An allocation past its

@@ -39,6 +39,22 @@ def parse_options(model: type[M], options: Mapping[str, Any]) -> M:
     return schema.validate(model, options, schema.OPTIONS)
 
 
+def task_options(
+    tasks: Mapping[str, type[BaseModel]], task: str, options: str
+) -> dict[str, Any] | None:
+    """A task's `--options` JSON checked by its model (a UsageError names the option), or
+    None when the driver has no such task."""
+    import json
+
+    from providers.core.errors import UsageError
+
+    if task not in tasks:
+        return None
+    parsed = json.loads(options) if options else {}
+    place = schema.Place(UsageError, "--options", noun=f"option of task {task}")
+    return schema.validate(tasks[task], parsed, place).model_dump()
+
+
 def workspace_root(configured: str, default_root: Path, driver_name: str) -> Path:
     """The configured workspace, or DEFAULT_ROOT/KIND/INSTANCE for `kind/instance`."""
     if configured:

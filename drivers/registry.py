@@ -32,8 +32,10 @@ _REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
     "driver",
     "shoal.drivers",
     {
+        "aws": "drivers.aws.driver:AwsDriver",
         "container": "drivers.container.driver:ContainerDriver",
         "docker": "drivers.container.driver:ContainerDriver",
+        "ec2": "drivers.aws.driver:AwsDriver",
         "kubernetes": "drivers.kubernetes.driver:KubernetesDriver",
         "podman": "drivers.container.driver:ContainerDriver",
         "process": "drivers.process.driver:ProcessDriver",

@@ -6,7 +6,7 @@ its own module and is re-exported here:
 - drivers.service_context: `Drivers` (the driver list over the ledger) and shared helpers
 - drivers.service_alloc: allocate, dry_run, recover, expire
 - drivers.service_status: status, Listing, list_allocations, remote_allocations
-- drivers.service_free: free, free_expired, free_remote
+- drivers.service_free: free, free_expired, free_expired_remote, free_remote
 - drivers.service_tasks: run_task
 
 Every use case first cleans up after shoal processes that died mid-operation, so a
@@ -25,7 +25,13 @@ from drivers.service_alloc import (
     recover,
 )
 from drivers.service_context import Drivers, describe
-from drivers.service_free import OTHER_FREE_WAIT_SECONDS, free, free_expired, free_remote
+from drivers.service_free import (
+    OTHER_FREE_WAIT_SECONDS,
+    free,
+    free_expired,
+    free_expired_remote,
+    free_remote,
+)
 from drivers.service_status import (
     SORT_KEYS,
     Listing,
@@ -49,6 +55,7 @@ __all__ = [
     "expire",
     "free",
     "free_expired",
+    "free_expired_remote",
     "free_remote",
     "list_allocations",
     "list_allocations_json",

@@ -88,8 +88,9 @@ def prepare(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
 
 def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = None) -> DryRun:
     """How many such definitions fit over the window they would hold, now (or from `at`,
-    as a reservation would), beside the allocations and the reservations overlapping it."""
-    from drivers.base import UNLIMITED
+    as a reservation would), beside the allocations and the reservations overlapping it;
+    with what the driver would take and why, from drivers that explain their choice."""
+    from drivers.base import UNLIMITED, ExplainsChoice
     from drivers.definition import expires_at
 
     driver = prepare(ctx, definition)
@@ -117,6 +118,7 @@ def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = Non
         unlimited=count >= UNLIMITED,
         node_usage={"cpu": usage.cpu, "ram": usage.ram},
         definition=_public_definition(to_wire(definition)),
+        choice=driver.explain(definition) if isinstance(driver, ExplainsChoice) else None,
     )
 
 

@@ -131,6 +131,34 @@ def free_expired(ctx: Drivers) -> list[FreeResult]:
     return results
 
 
+def free_expired_remote(ctx: Drivers, driver_name: str) -> list[FreeResult]:
+    """Free what a shared backend holds past its expiry, whichever machine made it: the
+    rows of its listing that say `expired` (aws: a running instance past its
+    `shoal:expires` tag). Ours go through the ledger, the others' straight to the backend."""
+    from drivers.types import Resource
+
+    recover(ctx)
+    driver = ctx.driver(driver_name)
+    results = []
+    for row in remote_allocations(ctx, driver_name):
+        if not row.get("expired"):
+            continue
+        alloc_id = str(row["id"])
+        note = f"expired at {row.get('expires')}"
+        try:
+            try:
+                ctx.ledger.get(alloc_id)
+            except NotFoundError:
+                driver.deallocate(Resource(identifier=alloc_id))
+                message = f"{alloc_id}: {note}; freed in {driver.name()} (made on another machine)"
+                results.append(FreeResult(alloc_id, L.FREED, True, message))
+            else:
+                results.append(free(ctx, alloc_id, note=note))
+        except ShoalError as exc:
+            results.append(FreeResult(alloc_id, ERROR, False, str(exc)))
+    return results
+
+
 def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> FreeResult:
     """Free an allocation a shared backend holds, whichever machine made it: through this
     ledger when it is ours, else straight in the backend (a crashed CI runner's pods)."""

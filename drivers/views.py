@@ -106,3 +106,10 @@ class DryRun(_Flat):
     unlimited: bool
     node_usage: dict[str, int]
     definition: dict[str, Any]
+    choice: dict[str, Any] | None = None  # what a driver that explains its choice would take
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        if self.choice is None:
+            del out["choice"]
+        return out

@@ -46,6 +46,7 @@ class AwsSection(CloudSection):
     pricing_url: str | None = None
     ec2_url: str | None = None
     quotas_url: str | None = None
+    ssm_url: str | None = None
 
 
 class AzureSection(CloudSection):

@@ -4,7 +4,7 @@ booking (--reservation), and report what was allocated or booked."""
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -160,6 +160,8 @@ def alloc(
                 sys.stdout.write(f"{fits}\n")
                 span = "then" if when is not None else "now"
                 output.message(f"{result.driver}: {fits} such definitions fit {span}")
+                if result.choice is not None:
+                    _show_choice(result.driver, result.choice)
             return
         if when is not None:
             from drivers import scheduling
@@ -176,6 +178,63 @@ def alloc(
                 service.allocate(svc, parsed, metadata, committed=report, wait=shown)
     finally:
         flush_warnings(svc)
+
+
+CHOICE_ROWS = {"next": 3, "skipped": 10}
+
+
+def _show_choice(driver: str, choice: dict[str, Any]) -> None:
+    """What the driver would take and why, on stderr (stdout keeps the count): the choice,
+    the next ones a fallback tries, the nearest cheaper ones with why each was skipped."""
+
+    def row(item: dict[str, Any], verdict: str) -> list[Any]:
+        gpus = (
+            f"{item.get('gpu_count')} {item.get('gpu') or ''}".strip()
+            if item.get("gpu_count")
+            else None
+        )
+        return [
+            item.get("instance_type"),
+            item.get("price"),
+            item.get("vcpus"),
+            item.get("memory_gib"),
+            gpus,
+            verdict,
+        ]
+
+    rows = [row(choice, "chosen")]
+    rows += [row(item, "fits: next") for item in (choice.get("next") or [])[: CHOICE_ROWS["next"]]]
+    rows += [
+        row(item, str(item.get("reason")))
+        for item in (choice.get("skipped") or [])[: CHOICE_ROWS["skipped"]]
+    ]
+    chosen, region, market = choice.get("instance_type"), choice.get("region"), choice.get("market")
+    price = choice.get("price")
+    priced = f" at {price:g} USD/h" if isinstance(price, (int, float)) else ""
+    output.message(f"{driver}: {chosen} in {region}, {market}{priced}: {choice.get('why')}")
+    columns = ["Type", "USD/h", "vCPUs", "GiB", "GPUs", "Verdict"]
+    output.table(None, columns, rows, stderr=True, wrap=5)
+    skipped = choice.get("skipped_count") or 0
+    if skipped:
+        reasons = ", ".join(
+            f"{n} {kind}" for kind, n in (choice.get("skipped_by_reason") or {}).items()
+        )
+        output.message(
+            f"{driver}: {skipped} cheaper type(s) skipped ({reasons}); --json lists the nearest"
+        )
+    capacity = choice.get("capacity") or {}
+    for quota in capacity.get("quotas") or []:
+        free = quota.get("free")
+        named = f" ({quota['name']})" if quota.get("name") else ""
+        left = "unknown" if free is None else f"{free:g}"
+        output.message(
+            f"{driver}: quota {quota.get('quota')}{named}: {left} vCPUs free, "
+            f"{quota.get('needs'):g} each"
+        )
+    if capacity.get("note"):
+        output.message(f"{driver}: {capacity['note']}")
+    for note in choice.get("notes") or []:
+        output.message(f"{driver}: {note}")
 
 
 def _check_combination(
@@ -256,6 +315,7 @@ def _report_booking(booked: "AllocationView", as_json: bool) -> None:
         return
     sys.stdout.write(f"{booked.id}\n")
     sys.stdout.flush()
+
     def when(stamp: str | None) -> str:
         return f"{stamp[:19]}Z" if stamp else "?"
 

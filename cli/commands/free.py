@@ -29,7 +29,7 @@ def free(
             "--remote",
             metavar="DRIVER",
             help="Free ID in DRIVER's shared backend even if another machine made it "
-            "(see status --remote).",
+            "(see status --remote); with --expired, what it holds past its expiry (aws).",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -37,8 +37,9 @@ def free(
 ) -> None:
     """Free allocations and record each; freeing twice is harmless.
 
-    Give IDs or --expired. Every ID is tried even when one fails; the exit code is then
-    the first failure's.
+    Give IDs or --expired (with --remote DRIVER: what its backend holds past its expiry,
+    made by any machine). Every ID is tried even when one fails; the exit code is then the
+    first failure's.
 
     \b
     Examples:
@@ -53,13 +54,13 @@ def free(
     ids = list(dict.fromkeys(alloc_ids or []))
     if bool(ids) == expired:
         raise UsageError("give allocation IDs or --expired (not both)")
-    if remote is not None and not ids:
-        raise UsageError("--remote frees the allocations you name: give their IDs")
     svc = open_service(ctx)
     code = 0
     try:
         if expired:
-            results = service.free_expired(svc)
+            results = (
+                service.free_expired_remote(svc, remote) if remote else service.free_expired(svc)
+            )
         elif len(ids) == 1:  # one: its error is the command's, as it always was
             one = ids[0]
             freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)

@@ -31,7 +31,8 @@ def status(
             "--remote",
             metavar="DRIVER",
             help="List what DRIVER's shared backend holds for shoal, from any machine "
-            "(kubernetes: pods and jobs; container: the engine's containers).",
+            "(kubernetes: pods and jobs; container: the engine's containers; aws: the "
+            "region's instances).",
         ),
     ] = None,
     driver: Annotated[

@@ -237,6 +237,15 @@ class CatalogCache:
                 [(provider, account, r, _ts(at), payload) for r, at, payload in snapshots],
             )
 
+    def forget_account(self, provider: str, account: str, region: str) -> None:
+        """Drop one region's cached answer (its usage just changed: a driver launched or
+        ended an instance there), so the next question fetches it again."""
+        with self._write() as db:
+            db.execute(
+                "DELETE FROM account_snapshot WHERE provider = ? AND account = ? AND region = ?",
+                (provider, account, region),
+            )
+
     def save_account_regions(
         self, provider: str, account: str, names: list[str], fetched_at: datetime
     ) -> None:

@@ -12,7 +12,7 @@ ENV_IMAGE_PASSWORD = "SHOAL_IMAGE_PASSWORD"
 
 # Cloud catalogs: base URLs (mirrors, proxies, air-gapped copies, tests) and credentials.
 ENV_AWS_PRICING_URL = "SHOAL_AWS_PRICING_URL"  # default https://pricing.us-east-1.amazonaws.com
-ENV_AWS_EC2_URL = "SHOAL_AWS_EC2_URL"  # EC2 API for spot prices; {region} is replaced
+ENV_AWS_EC2_URL = "SHOAL_AWS_EC2_URL"  # EC2 API (spot prices, the aws driver); {region} is replaced
 ENV_AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
@@ -22,6 +22,7 @@ ENV_AWS_CONFIG_FILE = "AWS_CONFIG_FILE"  # default ~/.aws/config
 ENV_AWS_REGION = "AWS_REGION"
 ENV_AWS_DEFAULT_REGION = "AWS_DEFAULT_REGION"
 ENV_AWS_QUOTAS_URL = "SHOAL_AWS_QUOTAS_URL"  # Service Quotas API; {region} is replaced
+ENV_AWS_SSM_URL = "SHOAL_AWS_SSM_URL"  # SSM API (public AMI parameters); {region} is replaced
 ENV_AZURE_PRICES_URL = "SHOAL_AZURE_PRICES_URL"  # default https://prices.azure.com
 ENV_AZURE_MANAGEMENT_URL = "SHOAL_AZURE_MANAGEMENT_URL"  # default https://management.azure.com
 ENV_AZURE_TOKEN = "SHOAL_AZURE_TOKEN"  # bearer token for the Resource SKUs API

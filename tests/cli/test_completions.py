@@ -113,7 +113,7 @@ def test_no_provider_option_where_the_command_has_none(env: dict[str, str]) -> N
     assert "--provider" not in bash_complete("shoal free --", env)
     assert "--provider" not in bash_complete("shoal free --p", env)
     # An option's values belong to the command: `-p` is a provider only where it is one.
-    assert bash_complete("shoal free --remote ", env)[:1] == ["container"]
+    assert bash_complete("shoal free --remote ", env)[:1] == ["aws"]
     assert bash_complete("shoal status --output ", env) == ["table", "wide", "json", "yaml"]
     assert bash_complete("shoal task test-1 snapshot --output ", env) == ["json", "yaml"]
     # catalog export's --output is a file: nothing offered, so bash falls back to files.

@@ -72,7 +72,8 @@ def test_an_unknown_key_in_any_table_names_file_table_key_and_the_close_match(
 def test_every_known_key_is_listed(cli, write_config: Callable[[str], Path]) -> None:
     write_config("[aws]\nzzz = 1\n")  # nothing close: the known keys are the help
     said = refused(cli(*READER["aws"], env=NO_DEBUG), 78, "[aws] zzz: unknown key; known: ")
-    assert "default_region, ec2_url, pricing_url, quota_ttl_minutes, quotas_url, ttl_hours" in said
+    known = "default_region, ec2_url, pricing_url, quota_ttl_minutes, quotas_url, ssm_url, "
+    assert known + "ttl_hours" in said
 
 
 @pytest.mark.parametrize("command", [("status", "--json"), ("regions",), ("drivers",)])

@@ -6,7 +6,13 @@ request log and stall it). Started once per session, reset between tests with
 `POST /moto-api/reset`, stopped (its process only) at the end. moto serves
 DescribeInstances, RunInstances, DescribeInstanceTypes and DescribeRegions faithfully (its
 answers are written from botocore's models); it has no DescribeCapacityReservations and no
-ec2 quotas, which tests/providers/aws/quotaserver.py serves.
+ec2 quotas, which tests/providers/aws/quotaserver.py serves. For the aws driver it also
+serves TerminateInstances, DescribeImages, CreateImage, GetConsoleOutput,
+DescribeInstanceTypeOfferings, DescribeAvailabilityZones, DescribeSubnets and SSM
+GetParameter with the public AMI parameters (/aws/service/ami-amazon-linux-latest/...),
+and with MOTO_ENABLE_AMI_VALIDATION and MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION refuses an
+unknown AMI or type as EC2 does; it keeps no ClientToken idempotency, no capacity limits and
+one made-up spot price, which tests/drivers/aws/ec2server.py adds in front of it.
 """
 
 from __future__ import annotations
@@ -25,8 +31,12 @@ _RUNNING = re.compile(r"Running on http://127\.0\.0\.1:(\d+)")
 
 
 @contextmanager
-def moto_server(timeout: float = 30.0) -> Iterator[str]:
-    """The base URL of a moto server on 127.0.0.1; skips the test when moto is missing."""
+def moto_server(timeout: float = 30.0, env: dict[str, str] | None = None) -> Iterator[str]:
+    """The base URL of a moto server on 127.0.0.1; skips the test when moto is missing.
+    `env` adds to its environment (e.g. MOTO_ENABLE_AMI_VALIDATION=true: RunInstances then
+    refuses an AMI or instance type it does not know, as EC2 does)."""
+    import os
+
     import pytest
 
     pytest.importorskip("moto.server", reason="moto[server] is not installed (test extra)")
@@ -36,7 +46,11 @@ def moto_server(timeout: float = 30.0) -> Iterator[str]:
         log = Path(directory) / "moto.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
             )
         try:
             base = _wait(process, log, timeout)

@@ -1,0 +1,1 @@
+"""The `aws` driver (alias `ec2`): EC2 instances, launched and ended through the EC2 API."""

@@ -1,0 +1,120 @@
+"""A loopback EC2 in front of moto for the `aws` driver's tests: what moto does not do, or
+cannot be made to fail at, in EC2's own XML; everything else passed through to moto.
+
+On top of tests/providers/aws/quotaserver.py (SigV4 checked on every request, Service
+Quotas at /sq/{region}, throttling, refusals, an error echoing the credentials, scripted
+per (region, action)), it adds:
+
+- RunInstances' ClientToken idempotency, as EC2 has it and moto does not: a token seen
+  before gets the first answer again, nothing new is launched
+  (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html);
+- InsufficientInstanceCapacity (HTTP 500, as EC2 sends it) for chosen (type, place)
+  pairs, a place being the subnet, the zone, or "" when the request names neither;
+- answers that never come: the request is carried out (the instance launched) and the
+  connection closed without a response, `drop[action]` times;
+- a delay before answering an action (`delay[action]` seconds), announced by `arrived`;
+- spot prices of its own (`spot[type][zone]`), where moto has one made-up price for all;
+- the requests as sent (`requests(action)`: their parameters).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from tests.providers.apiserver import Reply
+from tests.providers.aws.quotaserver import AwsServer, _ec2_error, _xml
+
+
+class _Drop(Exception):
+    """Close the connection without an answer."""
+
+
+class Ec2Server(AwsServer):
+    def __init__(self, credentials: Any, regions: tuple[str, ...], upstream: str) -> None:
+        super().__init__(credentials, regions)
+        self.upstream = upstream
+        self.no_capacity: set[tuple[str, str]] = set()
+        self.drop: dict[str, int] = {}
+        self.delay: dict[str, float] = {}
+        self.arrived = threading.Event()
+        self.spot: dict[str, dict[str, float]] = {}
+        self.sent: list[tuple[str, dict[str, str]]] = []  # (action, parameters)
+        self._tokens: dict[str, Reply] = {}
+        self._server.RequestHandlerClass = _with_drop(self._server.RequestHandlerClass)
+
+    def requests(self, action: str) -> list[dict[str, str]]:
+        with self._lock:
+            return [params for name, params in self.sent if name == action]
+
+    def _ec2(self, query: dict[str, list[str]], headers: dict[str, str]) -> Reply:
+        params = {k: v[0] for k, v in query.items()}
+        action = params.get("Action", "")
+        if action not in ("RunInstances", "DescribeSpotPriceHistory"):
+            with self._lock:
+                self.sent.append((action, params))
+            return super()._ec2(query, headers)
+        region = headers.get("x-shoal-path", "").rsplit("/", 1)[-1]
+        fault = self._fault(region, action, params, headers, "GET", b"", json_api=False)
+        if fault is not None:
+            return fault
+        with self._lock:
+            self.sent.append((action, params))
+        if action == "DescribeSpotPriceHistory":
+            return self._spot_prices(params) if self.spot else self._forward(params, headers)
+        token = params.get("ClientToken", "")
+        with self._lock:
+            known = self._tokens.get(token) if token else None
+        if known is not None:
+            return known  # EC2's idempotency: the same answer, nothing launched
+        place = params.get("SubnetId") or params.get("Placement.AvailabilityZone") or ""
+        if (params.get("InstanceType", ""), place) in self.no_capacity:
+            return _ec2_error(
+                500,
+                "InsufficientInstanceCapacity",
+                f"We currently do not have sufficient {params.get('InstanceType')} capacity in "
+                "the Availability Zone you requested. Our system will be working on "
+                "provisioning additional capacity.",
+            )
+        reply = self._forward(params, headers)
+        if reply.status == 200 and token:
+            with self._lock:
+                self._tokens[token] = reply
+        self.arrived.set()
+        pause = self.delay.get(action, 0.0)
+        if pause:
+            time.sleep(pause)
+        with self._lock:
+            dropping = self.drop.get(action, 0)
+            if dropping:
+                self.drop[action] = dropping - 1
+        if dropping:
+            raise _Drop
+        return reply
+
+    def _spot_prices(self, params: dict[str, str]) -> Reply:
+        wanted = {v for k, v in params.items() if k.startswith("InstanceType.")}
+        rows = "".join(
+            f"<item><instanceType>{name}</instanceType><productDescription>Linux/UNIX"
+            f"</productDescription><spotPrice>{price:.6f}</spotPrice><timestamp>"
+            f"2026-01-01T00:00:00.000Z</timestamp><availabilityZone>{zone}</availabilityZone>"
+            "</item>"
+            for name, zones in sorted(self.spot.items())
+            if not wanted or name in wanted
+            for zone, price in sorted(zones.items())
+        )
+        return _xml(
+            "DescribeSpotPriceHistory", f"<spotPriceHistorySet>{rows}</spotPriceHistorySet>"
+        )
+
+
+def _with_drop(base: Any) -> Any:
+    class Handler(base):  # type: ignore[misc]
+        def do_GET(self) -> None:
+            try:
+                super().do_GET()
+            except _Drop:
+                self.close_connection = True  # no answer at all: the client sees a hang-up
+
+    return Handler
