@@ -1,9 +1,12 @@
 """The `aws` driver's tasks: `snapshot` makes an AMI of the instance (CreateImage) and
-returns its id; `console` returns the tail of its console output (GetConsoleOutput)."""
+returns its id; `console` returns the tail of its console output (GetConsoleOutput), which
+`shoal logs` reads too."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,6 +18,7 @@ from providers.core.strict import Strict
 
 if TYPE_CHECKING:
     from drivers.aws.driver import AwsDriver
+    from drivers.aws.ec2 import Ec2
 
 
 class SnapshotOptions(Strict):
@@ -72,3 +76,38 @@ class AwsTask:
         return json.dumps(
             {"instance_id": instance_id, "timestamp": taken, "output": "\n".join(lines)}
         ).encode()
+
+
+def console(
+    ec2: Ec2,
+    instance_id: str,
+    *,
+    tail: int | None,
+    follow: bool,
+    holds: Callable[[], bool],
+    poll: float,
+) -> Iterator[bytes]:
+    """The instance's console output (GetConsoleOutput: the latest EC2 keeps, up to
+    64 KiB); with `follow`, what is new every `poll` seconds while `holds()` says the
+    instance still runs."""
+    _, data = ec2.console_output(instance_id)
+    if tail is not None:
+        data = b"".join(data.splitlines(keepends=True)[-tail:]) if tail else b""
+    yield data
+    shown = data
+    while follow:
+        time.sleep(poll)
+        _, now = ec2.console_output(instance_id)
+        yield _new_part(shown, now)
+        shown = now
+        follow = holds()
+
+
+def _new_part(before: bytes, now: bytes) -> bytes:
+    """What `now` adds after `before` (the console is a sliding window of its last bytes)."""
+    if now.startswith(before):
+        return now[len(before) :]
+    for size in range(min(len(before), len(now)), 0, -1):
+        if now.startswith(before[-size:]):
+            return now[size:]
+    return now
