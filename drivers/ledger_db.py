@@ -11,7 +11,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -116,9 +116,14 @@ def patiently(action: Callable[[], T]) -> T:
 
 
 class LedgerDb:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, indexes: Mapping[str, str] | None = None) -> None:
+        """`indexes`: name -> `ON table(...) [WHERE ...]`, made on a ledger that lacks them.
+        Not a schema version: an index changes nothing an older shoal reads or writes (SQLite
+        keeps it for every writer), so a ledger gets them in place and stays shareable."""
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        self._indexes = dict(indexes or {})
+        self._present: set[str] = set()
 
     def _corrupt(self, exc: Exception) -> LedgerCorruptError:
         return LedgerCorruptError(
@@ -216,8 +221,49 @@ class LedgerDb:
         except sqlite3.Error as exc:
             conn.close()
             raise self.failure(exc) from None
+        self._present = self._make_indexes(conn)
         self._conn = conn
         return conn
+
+    def _make_indexes(self, conn: sqlite3.Connection) -> set[str]:
+        """The wanted indexes the ledger has, made first where missing (once per ledger). A
+        ledger that cannot take them (read-only, a full disk) is read without them."""
+        if not self._indexes:
+            return set()
+        names = tuple(self._indexes)
+        marks = ", ".join("?" * len(names))
+        found = f"SELECT name FROM sqlite_master WHERE type='index' AND name IN ({marks})"
+        present: set[str] = set()
+        try:
+            present = {row[0] for row in patiently(lambda: conn.execute(found, names).fetchall())}
+            missing = [name for name in names if name not in present]
+            if not missing:
+                return present
+
+            def make() -> None:
+                if conn.in_transaction:  # a COMMIT that found the ledger busy
+                    conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                for name in missing:
+                    conn.execute(f"CREATE INDEX IF NOT EXISTS {name} {self._indexes[name]}")
+                conn.execute("COMMIT")
+
+            patiently(make)
+        except sqlite3.Error:
+            self._rollback(conn)
+            return present
+        return set(names)
+
+    def indexed_by(self, name: str) -> str:
+        """`INDEXED BY name` for a query that the index serves, when the ledger has it (else
+        nothing: SQLite's own choice). A ledger that does not exist has no index to name."""
+        if not self.exists:
+            return ""
+        try:
+            self.conn()
+        except ShoalError:
+            return ""  # the query says what is wrong
+        return f"INDEXED BY {name}" if name in self._present else ""
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits to the ledger: a cheap
@@ -266,10 +312,20 @@ class LedgerDb:
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read; a full or read-only disk falls back to reading the main file."""
+        return self._read(sql, params, _rows)
+
+    def column(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """The first column of a read's rows, taken as they come: no row tuples are kept
+        (10,000 of them would wake the cycle collector on the way)."""
+        return self._read(sql, params, _first)
+
+    def _read(
+        self, sql: str, params: tuple[Any, ...], take: Callable[[sqlite3.Cursor], list[Any]]
+    ) -> list[Any]:
         if not self.exists:  # reads never create the ledger
             return []
         try:
-            return patiently(lambda: self.conn().execute(sql, params).fetchall())
+            return patiently(lambda: take(self.conn().execute(sql, params)))
         except sqlite3.Error as exc:
             failure = self.failure(exc)
         except LedgerWriteError as exc:  # conn() could not open it for writing
@@ -278,9 +334,17 @@ class LedgerDb:
             reader = self._read_only()
             if reader is not None:
                 try:
-                    return reader.execute(sql, params).fetchall()
+                    return take(reader.execute(sql, params))
                 except sqlite3.Error:
                     pass
                 finally:
                     reader.close()
         raise failure
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[Any]:
+    return cursor.fetchall()
+
+
+def _first(cursor: sqlite3.Cursor) -> list[Any]:
+    return [row[0] for row in cursor]

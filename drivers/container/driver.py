@@ -20,19 +20,14 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
 from drivers.container import outcome
-from drivers.container.images import UNSAFE_NAME, resolve_image
-from drivers.container.tasks import TASKS, ContainerTask
-from drivers.fields import ENTRY, ENV, Command, Env
-from drivers.options import check_meta_names, load_config, parse_options
+from drivers.container.images import UNSAFE_NAME, missing_image, resolve_image
 from drivers.types import (
     STATUS_ALLOCATED,
     STATUS_NONE,
@@ -40,40 +35,33 @@ from drivers.types import (
     Resource,
     Resources,
 )
-from providers.core import schema
 from providers.core.errors import NotFoundError, ShoalError, UsageError
 from providers.core.settings import Settings
-from providers.core.strict import Count, Strict
 
 if TYPE_CHECKING:
+    from drivers.base import ResourceDriverTask
     from drivers.container.engine import Engine
+    from drivers.container.model import ContainerOptions
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 MANAGED_BY = "dev.shoal.managed-by"
 ALLOCATION_LABEL = "dev.shoal.allocation"
 
-OVERBOOK = "extra {} tenants may share when all allow it"
+
+@dataclass(frozen=True)
+class Config:
+    """[drivers."container/INSTANCE"] as the driver reads it: a table checked by its pydantic
+    model (model.py, whose defaults these are), or these defaults when there is none."""
+
+    socket: str = ""
+    cpu_limit: int = 0
+    ram_limit: int = 0
+    cpu_overbook: int = 0
+    ram_overbook: int = 0
+    grace_seconds: int = 10
 
 
-class ContainerConfig(Strict):
-    """[drivers."container/INSTANCE"] (and docker/..., podman/...)"""
-
-    socket: str = Field("", description="engine address: unix:///path or tcp://host:port")
-    cpu_limit: Count = Field(0, description="vCPUs to hand out, 0 = the engine's CPUs")
-    ram_limit: Count = Field(0, description="GiB to hand out, 0 = the engine's memory")
-    cpu_overbook: Count = Field(0, description=OVERBOOK.format("vCPUs"))
-    ram_overbook: Count = Field(0, description=OVERBOOK.format("GiB"))
-    grace_seconds: Count = Field(10, description="stop -> kill grace period on free")
-
-
-class ContainerOptions(Strict):
-    image: Annotated[str, Field(min_length=1)] = Field(
-        description="an engine image, an image dir from `shoal image pull` (NAME-VERSION), "
-        "or a path; e.g. -o image=busybox-1.36"
-    )
-    entry: Command = Field([], description=ENTRY)
-    env: Env = Field({}, description=ENV)
-    network: Literal["nat", "none"] = "nat"
+DEFAULTS = Config()
 
 
 def generated_mac() -> str:
@@ -123,28 +111,60 @@ class ContainerDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self.cfg = ContainerConfig()
-        self._engine: Engine | None = None
+        self._config = b""
+        self._cfg: Config | None = DEFAULTS
+        self._engines: dict[str, Engine] = {}  # by address
         self._totals: tuple[int, int] | None = None
         self._stopped: set[str] = set()  # containers `finish` stopped
+        # What `status` saw of a container ({} = gone), for the `describe` after it: one
+        # inspect for both.
+        self._seen: dict[str, dict[str, Any]] = {}
 
     def name(self) -> str:
         return self._name
 
-    def engine(self) -> Engine:
-        if self._engine is None:
-            from drivers.container.engine import Engine, locate
+    def engine(self, res: Resource | None = None) -> Engine:
+        """The engine at the configured address; for an allocation, the one it was made on
+        (its metadata's `engine`: DOCKER_HOST or the config may have changed since)."""
+        from drivers.container.engine import Engine, locate
 
-            self._engine = Engine(locate(self.cfg.socket, self._settings.env))
-        return self._engine
+        recorded = (res.metadata or {}).get("engine") if res is not None else None
+        if isinstance(recorded, str) and recorded:
+            address = recorded
+        else:
+            address = locate(self.cfg.socket, self._settings.env)
+        if address not in self._engines:
+            self._engines[address] = Engine(address)
+        return self._engines[address]
 
     def is_remote(self) -> bool:
         return self.engine().is_remote
 
     def prepare(self, config: bytes) -> None:
-        self.cfg = load_config(
-            ContainerConfig, config, self._name, self._settings.paths.config_file
-        )
+        """The instance's table is checked (pydantic) where it is first read, `cfg`: `alloc`
+        reads it, while `status`, `free` and `logs` of an allocation read the engine address
+        and grace it was made with (its metadata) and need not."""
+        self._config = config
+        self._cfg = DEFAULTS if config.strip() in (b"", b"{}") else None
+
+    @property
+    def cfg(self) -> Config:
+        if self._cfg is None:
+            from drivers.container.model import ContainerConfig
+            from drivers.options import load_config
+
+            path = self._settings.paths.config_file
+            checked = load_config(ContainerConfig, self._config, self._name, path)
+            self._cfg = Config(**checked.model_dump())
+        return self._cfg
+
+    def _grace(self, res: Resource) -> int:
+        """The grace of the allocation's stop: the one it was made with (its container's
+        StopTimeout and its lifetime's grace), else the configured one."""
+        recorded = (res.metadata or {}).get("grace_seconds")
+        if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 0:
+            return recorded
+        return self.cfg.grace_seconds
 
     def _engine_totals(self) -> tuple[int, int]:
         """The engine's CPUs and memory (GiB). Podman's /info takes ~300 ms, so its answer
@@ -166,14 +186,20 @@ class ContainerDriver:
     # -- definitions and capacity --------------------------------------------------------
 
     def _options(self, definition: LabelDefinition) -> ContainerOptions:
+        from drivers.container.model import ContainerOptions
+        from drivers.options import parse_options
+
         return parse_options(ContainerOptions, definition.options)
 
     def validate_definition(self, definition: LabelDefinition) -> None:
+        _ = self.cfg  # the instance's table first (78), as every command that reads it did
         self._options(definition)
         if definition.resources.disks:
             raise UsageError("resources.disks: the container driver takes no disks")
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
+        from drivers.options import check_meta_names
+
         check_meta_names(metadata)
 
     def _limits(self) -> tuple[int, int]:
@@ -205,6 +231,7 @@ class ContainerDriver:
         deadline = expires_at(definition)
         opts = self._options(definition)
         engine = self.engine()
+        grace = self.cfg.grace_seconds
         image = resolve_image(engine, self._settings, opts.image)
         allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
         name = UNSAFE_NAME.sub("-", f"shoal-{allocation_id}").strip("-")
@@ -217,6 +244,9 @@ class ContainerDriver:
             "Env": [f"{k}={v}" for k, v in sorted(env.items())],
             "Labels": {MANAGED_BY: "shoal", ALLOCATION_LABEL: allocation_id},
             "Hostname": name[:63],
+            # Any stop the engine makes on its own (`podman stop`, `rm -f`, its shutdown) gives
+            # the grace that `free` and the lifetime give (recorded below).
+            "StopTimeout": grace,
             "HostConfig": {
                 "NanoCpus": definition.resources.cpu * 10**9,
                 "Memory": ram_bytes,
@@ -231,7 +261,14 @@ class ContainerDriver:
             body["NetworkingConfig"] = {"EndpointsConfig": {endpoint: {"MacAddress": mac}}}
         if opts.entry:
             body["Cmd"] = opts.entry
-        cid = engine.create(name, body)
+        try:
+            cid = engine.create(name, body)
+        except NotFoundError:
+            # The engine's 404 is the image check (no request of its own before the create);
+            # what else was missing is said as the engine said it.
+            if not engine.image_exists(image):
+                raise missing_image(opts.image) from None
+            raise
         try:
             engine.start(cid)
             seen = engine.inspect(cid)
@@ -243,9 +280,15 @@ class ContainerDriver:
         for attached in (network.get("Networks") or {}).values():
             ip = ip or attached.get("IPAddress") or ""
             mac = attached.get("MacAddress") or mac
-        meta: dict[str, Any] = {"container": cid, "name": name, "image": image}
+        meta: dict[str, Any] = {
+            "container": cid,
+            "name": name,
+            "image": image,
+            "engine": engine.address,
+            "grace_seconds": grace,
+        }
         if deadline is not None:
-            meta.update(outcome.start_supervisor(engine, cid, deadline, self.cfg.grace_seconds))
+            meta.update(outcome.start_supervisor(engine, cid, deadline, grace))
         return Resource(
             identifier=allocation_id,
             hw_addr=mac if opts.network != "none" else "",
@@ -258,25 +301,30 @@ class ContainerDriver:
         return str(meta.get("container") or UNSAFE_NAME.sub("-", f"shoal-{res.identifier}"))
 
     def status(self, res: Resource) -> str:
+        cid = self._cid(res)
         try:
-            seen = self.engine().inspect(self._cid(res))
+            seen = self.engine(res).inspect(cid)
         except NotFoundError:
-            return STATUS_NONE
+            seen = {}
+        self._seen[cid] = seen
         state = seen.get("State") or {}
         return STATUS_ALLOCATED if state.get("Running") or state.get("Paused") else STATUS_NONE
 
     def describe(self, res: Resource) -> dict[str, Any]:
-        """The container's state; for one that exited, its exit code and last log lines."""
-        return outcome.describe(self.engine(), self._cid(res), res)
+        """The container's state; for one that exited, its exit code and last log lines.
+        Right after `status`, from what it saw."""
+        cid = self._cid(res)
+        return outcome.describe(self.engine(res), cid, res, self._seen.pop(cid, None))
 
     def finish(self, res: Resource) -> dict[str, Any]:
         """Stop the container (the engine's SIGTERM, grace, SIGKILL) but keep it; its state,
         exit code and last log lines."""
         cid = self._cid(res)
+        self._seen.pop(cid, None)  # it is about to change
         try:
-            self.engine().stop(cid, self.cfg.grace_seconds)
+            self.engine(res).stop(cid, self._grace(res))
         except NotFoundError:
-            return {"state": "gone", "message": "the container no longer exists"}
+            return dict(outcome.GONE)
         except ShoalError:
             pass  # not running (304), or a state in which it cannot be stopped
         self._stopped.add(cid)
@@ -285,7 +333,7 @@ class ContainerDriver:
     def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
         """The container's stdout and stderr as the engine keeps them, streamed; with
         `follow` until the container stops."""
-        yield from outcome.stream_logs(self.engine(), self._cid(res), tail=tail, follow=follow)
+        yield from outcome.stream_logs(self.engine(res), self._cid(res), tail=tail, follow=follow)
 
     def remote_allocations(self) -> list[dict[str, Any]]:
         """shoal's containers on the engine, made by any machine that uses it."""
@@ -311,6 +359,9 @@ class ContainerDriver:
         return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))
 
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
+        from drivers.container.tasks import TASKS, ContainerTask
+        from providers.core import schema
+
         if task not in TASKS:
             return None
         parsed = json.loads(options) if options else {}
@@ -318,11 +369,11 @@ class ContainerDriver:
         return ContainerTask(self, task, schema.validate(TASKS[task], parsed, place).model_dump())
 
     def deallocate(self, res: Resource) -> None:
-        engine = self.engine()
+        engine = self.engine(res)
         cid = self._cid(res)
         try:
             if cid not in self._stopped:  # `finish` stopped it a moment ago
-                engine.stop(cid, self.cfg.grace_seconds)
+                engine.stop(cid, self._grace(res))
         except NotFoundError:
             return  # already gone: nothing to free
         except ShoalError:

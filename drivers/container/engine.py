@@ -1,13 +1,21 @@
-"""The Docker Engine API (as Docker and `podman system service` serve it) over httpx.
+"""The Docker Engine API (as Docker and `podman system service` serve it), over HTTP/1.1 of
+its own (engine_http.py).
 
 Where the engine is: the driver's `socket` setting, else DOCKER_HOST (`unix:///path` or
 `tcp://host:port`), else the first of /var/run/docker.sock, $XDG_RUNTIME_DIR/podman/podman.sock
-and /run/podman/podman.sock that exists. Errors are typed: no engine answering is 69 (with
+and /run/podman/podman.sock that exists. Errors are typed by this API's error map (the policy
+every HTTP client here is told, providers.core.http.policy): no engine answering is 69 (with
 the socket named), a socket we may not open is 77, a missing image or container 1. A
-malformed tcp:// address is a usage error at once (2), not an httpx crash at the first
-request. Requests go through the shared client (providers.core.http), once each (an upload
-cannot be sent twice), with this API's ERRORS. The engine API carries no credential here
-(no registry auth: images come from `shoal image pull` or are already the engine's).
+malformed tcp:// address is a usage error at once (2), not a crash at the first request.
+Each request is made once, on a connection of its own (an upload cannot be sent twice, and a
+POST that may have been carried out is never repeated). The engine API carries no credential
+here (no registry auth: images come from `shoal image pull` or are already the engine's).
+
+Why not the shared httpx client (providers.core.http.client): each shoal command that speaks
+to the engine is a process of its own, and importing httpx with its transport (httpcore, and
+trio where it is installed) costs 40-65 ms of each: more than the engine takes to answer an
+`alloc`, `status` or `free`, but for its container start and stop. This API needs none of
+what that client adds: no redirects, TLS, credentials or retries.
 https://docs.docker.com/reference/api/engine/version/v1.41/
 """
 
@@ -16,10 +24,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import quote, urlencode
 
+from drivers.container.engine_http import ProtocolError, Response, connect, send
 from providers.core.env import ENV_DOCKER_HOST
 from providers.core.errors import (
     CredentialsError,
@@ -29,13 +40,9 @@ from providers.core.errors import (
     ShoalError,
     UsageError,
 )
-from providers.core.http.policy import ErrorMap, Kind, RetryPolicy, Rule
-from providers.core.urls import UrlError, display, has_userinfo, parse
 
 if TYPE_CHECKING:
-    import httpx
-
-    from providers.core.http.client import HttpClient
+    from providers.core.http.policy import ErrorMap
 
 API = "/v1.41"
 _CANDIDATES = (
@@ -43,6 +50,13 @@ _CANDIDATES = (
     "{runtime}/podman/podman.sock",
     "/run/podman/podman.sock",
 )
+MAX_BYTES = 64 << 20  # an answer past this is a broken engine
+_PEEK_BYTES = 64 << 10  # of an error's body, for the engine's own message
+_LIMITS = {"reason": 80, "message": 300, "error": 200}  # texts an engine sent, cut to size
+OK = (200, 201, 204, 304)  # 304: started or stopped already
+# The policy's Kinds of failure (providers.core.http.policy.Kind, imported at a failure only;
+# a test holds these to it).
+_DROPPED, _BROKEN, _JSON = "dropped", "broken", "JSON"
 
 
 def engine_message(body: bytes, reason: str) -> tuple[str, str]:
@@ -56,7 +70,12 @@ def engine_message(body: bytes, reason: str) -> tuple[str, str]:
     return "", str(value)
 
 
-ERRORS = ErrorMap(where="container engine: {method} {target}", explain=engine_message, rules=(
+def error_map(socket: str) -> ErrorMap:
+    """This API's failures as shoal's errors; built at the first failure (a command that has
+    none does not import the policy module)."""
+    from providers.core.http.policy import ErrorMap, Kind, Rule
+
+    return ErrorMap(where="container engine: {method} {target}", explain=engine_message, rules=(
     Rule(404, NotFoundError, "{message}"),
     Rule((401, 403), CredentialsError, "container engine refused {method} {target}: {message}"),
     Rule(409, ShoalError, "container engine: conflict: {message}"),
@@ -68,7 +87,7 @@ ERRORS = ErrorMap(where="container engine: {method} {target}", explain=engine_me
          "{target} in time"),
     Rule(Kind.UNREACHABLE, ProviderUnreachableError, "no container engine answers at {socket} "
          "({error_name}); start Docker or `podman system service`, or set DOCKER_HOST"),
-))  # fmt: skip
+    ), fields={"socket": socket})  # fmt: skip
 
 
 def locate(configured: str, env: Mapping[str, str]) -> str:
@@ -98,6 +117,8 @@ def _tcp(address: str) -> str:
     rest = address.split("://", 1)[1]
     if ":" not in rest:
         address += ":2375"
+    from providers.core.urls import UrlError, display, has_userinfo, parse
+
     where = f"{ENV_DOCKER_HOST} / socket"
     if has_userinfo(address):  # first: the message below would show them
         raise UsageError(f"{where}: an engine address cannot carry a user name or password")
@@ -108,53 +129,123 @@ def _tcp(address: str) -> str:
     return address
 
 
+@dataclass(frozen=True)
+class Answer:
+    """An engine's answer, read whole: status, headers (names in lower case), body."""
+
+    status: int
+    headers: dict[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
 class Engine:
-    def __init__(
-        self, address: str, *, timeout: float = 60.0, transport: httpx.BaseTransport | None = None
-    ) -> None:
+    def __init__(self, address: str, *, timeout: float = 60.0) -> None:
         self.address = address
-        self.timeout = timeout
-        self._transport = transport  # (tests)
-        self._http: HttpClient | None = None
+        self.timeout = timeout  # for an answer, and to connect
         self._podman: bool | None = None
 
     @property
     def is_remote(self) -> bool:
         return not self.address.startswith("unix://")
 
-    def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+    # -- one request -----------------------------------------------------------------------
 
-    def _client(self) -> HttpClient:
-        if self._http is None:
-            from providers.core.http import httpx
-            from providers.core.http.client import HttpClient
+    def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content: bytes | Iterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Response:
+        """Send one request; its answer, which the caller closes. `body` goes as JSON,
+        `content` as it is (an iterator of bytes: chunked). Not reaching the engine, or no
+        answer in time, is the map's error."""
+        target = API + quote(path, safe="/:@") + (f"?{urlencode(params)}" if params else "")
+        sent = {"User-Agent": "shoal", **(headers or {})}
+        if body is not None:
+            content = json.dumps(body, separators=(",", ":")).encode()
+            sent["Content-Type"] = "application/json"
+        try:
+            sock = connect(self.address, self.timeout if timeout is None else timeout)
+        except OSError as exc:
+            raise self._broken(_kind(exc), exc, method, path) from None
+        try:
+            send(sock, method, target, sent, content)
+            return Response(sock, method)
+        except (OSError, ProtocolError) as exc:
+            sock.close()
+            raise self._broken(_kind(exc), exc, method, path) from None
+        except BaseException:
+            sock.close()
+            raise
 
-            # Plain HTTP only (a unix socket, or tcp without TLS): no CA bundle to load.
-            where = self.address.removeprefix("unix://")
-            transport, base = self._transport, "http://" + self.address.split("://", 1)[1]
-            if self.address.startswith("unix://"):
-                transport = transport or httpx.HTTPTransport(uds=where, verify=False)
-                base = "http://engine"
-            wait = self.timeout  # for an answer, and to connect
-            once = RetryPolicy(attempts=1, connect_timeout_seconds=wait, read_timeout_seconds=wait)
-            self._http = HttpClient(
-                base + API,
-                errors=ERRORS.extended(socket=where),
-                policy=once,
-                transport=transport,
-                follow_redirects=False,
-            )
-        return self._http
+    def request(self, method: str, path: str, *, ok: Iterable[int] = OK, **options: Any) -> Answer:
+        """An answer with an `ok` status, its body read (at most MAX_BYTES); any other
+        status is the map's error, with the engine's own message."""
+        response = self.open(method, path, **options)
+        try:
+            if response.status not in ok:
+                raise self._refused(response, method, path)
+            try:
+                content = response.read_all(MAX_BYTES)
+            except (OSError, ProtocolError) as exc:
+                raise self._broken(_DROPPED, exc, method, path) from None
+            if len(content) > MAX_BYTES:
+                error = f"the answer is larger than {MAX_BYTES} bytes; stopped"
+                raise self._fail(_BROKEN, method, path, error=error)
+            return Answer(response.status, response.headers, content)
+        finally:
+            response.close()
 
-    def request(self, method: str, path: str, **options: Any) -> httpx.Response:
-        """A read answer; 304 (started or stopped already) is one too. `body` goes as JSON."""
-        return self._client().request(method, path, **{"ok": (200, 201, 204, 304), **options})
+    def get_json(self, path: str, **options: Any) -> Any:
+        answer = self.request("GET", path, **options)
+        return self._decode(answer, "GET", path)
 
-    def get_json(self, path: str, **kw: Any) -> Any:
-        return self._client().decode(self.request("GET", path, **kw), "GET", path)
+    def _decode(self, answer: Answer, method: str, path: str) -> Any:
+        try:
+            return json.loads(answer.content)
+        except (ValueError, RecursionError) as exc:
+            raise self._fail(_JSON, method, path, code=answer.status, error=exc) from None
+
+    def _fail(self, kind: int | str, method: str, path: str, **fields: Any) -> ShoalError:
+        """The error the map gives this failure (`kind`: an HTTP status, or one of the policy's
+        Kinds); what the engine said on one line, cut short."""
+        from providers.core.http.policy import Failure
+
+        for name, limit in _LIMITS.items():
+            if name in fields:
+                fields[name] = " ".join(str(fields[name]).split())[:limit]
+        url = f"{self.address}{API}{path}"
+        errors = error_map(self.address.removeprefix("unix://"))
+        return errors.error(Failure(kind, method, path, url, attempts=1, **fields))
+
+    def _refused(self, response: Response, method: str, path: str) -> ShoalError:
+        try:
+            said = response.read_all(_PEEK_BYTES)[:_PEEK_BYTES]
+        except (OSError, ProtocolError):
+            said = b""
+        reason, message = engine_message(said, response.reason)
+        return self._fail(
+            response.status,
+            method,
+            path,
+            code=response.status,
+            reason=reason or response.reason,
+            message=message,
+        )
+
+    def _broken(self, kind: str, exc: BaseException, method: str, path: str) -> ShoalError:
+        name = type(exc).__name__
+        error = f"{name}: {exc}" if str(exc) else name
+        return self._fail(kind, method, path, error=error, error_name=name)
 
     # -- what the driver uses --------------------------------------------------------------
 
@@ -165,10 +256,10 @@ class Engine:
         return dict(self.get_json("/version"))
 
     def ping(self) -> None:
-        """Cheap proof the engine answers (a few ms; Podman's /info and /version take
+        """Cheap proof the engine answers (under a ms; Podman's /info and /version take
         ~300 ms each). Its headers also tell Podman from Docker."""
-        response = self.request("GET", "/_ping")
-        self._podman = any(name.lower().startswith("libpod") for name in response.headers)
+        answer = self.request("GET", "/_ping")
+        self._podman = any(name.startswith("libpod") for name in answer.headers)
 
     def is_podman(self) -> bool:
         """Podman serves the same API with a few differences (its default network's name)."""
@@ -178,7 +269,7 @@ class Engine:
 
     def image_exists(self, name: str) -> bool:
         try:
-            self.get_json(f"/images/{name}/json")
+            self.request("GET", f"/images/{name}/json")
         except NotFoundError:
             return False
         return True
@@ -186,7 +277,7 @@ class Engine:
     def import_rootfs(self, tar: Iterator[bytes], repo: str, tag: str) -> None:
         """POST /images/create?fromSrc=-: a filesystem tar becomes an image."""
         # The tag rides in `repo` (the API allows it): Podman ignores a separate `tag`.
-        response = self.request(
+        answer = self.request(
             "POST",
             "/images/create",
             params={"fromSrc": "-", "repo": f"{repo}:{tag}"},
@@ -194,26 +285,28 @@ class Engine:
             headers={"Content-Type": "application/x-tar"},
             timeout=600,
         )
-        _stream_errors(response, "import")
+        _stream_errors(answer, "import")
 
     def load(self, archive: BinaryIO) -> None:
         """POST /images/load: a `docker save` archive."""
-        response = self.request(
+        answer = self.request(
             "POST",
             "/images/load",
             content=iter(lambda: archive.read(1 << 20), b""),
             headers={"Content-Type": "application/x-tar"},
             timeout=600,
         )
-        _stream_errors(response, "load")
+        _stream_errors(answer, "load")
 
     def containers(self, labels: Mapping[str, str]) -> list[dict[str, Any]]:
         filters = json.dumps({"label": [f"{k}={v}" for k, v in labels.items()]})
         return list(self.get_json("/containers/json", params={"all": "1", "filters": filters}))
 
     def create(self, name: str, body: dict[str, Any]) -> str:
-        created = self.request("POST", "/containers/create", params={"name": name}, body=body)
-        return str(created.json()["Id"])
+        path = "/containers/create"
+        answer = self.request("POST", path, params={"name": name}, body=body)
+        created = self._decode(answer, "POST", path)
+        return str(created["Id"]) if isinstance(created, dict) and "Id" in created else ""
 
     def start(self, cid: str) -> None:
         self.request("POST", f"/containers/{cid}/start")
@@ -242,33 +335,38 @@ class Engine:
 
     def commit(self, cid: str, repo: str, tag: str) -> str:
         # The body is the new image's config changes; Podman insists on one, even empty.
-        done = self.request(
+        path = "/commit"
+        answer = self.request(
             "POST",
-            "/commit",
+            path,
             params={"container": cid, "repo": repo, "tag": tag},
             body={},
             timeout=600,
         )
-        return str(done.json().get("Id", ""))
+        done = self._decode(answer, "POST", path)
+        return str(done.get("Id", "")) if isinstance(done, dict) else ""
 
     def export(self, cid: str, target: Path) -> int:
         """The container's filesystem as a tar, written to `target` atomically; its size."""
         import tempfile
 
+        path = f"/containers/{cid}/export"
         # A fresh temporary name (O_EXCL): nothing planted beside the target is written through.
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
         tmp = Path(name)
         written = 0
         try:
-            with (
-                os.fdopen(fd, "wb") as out,
-                contextlib.closing(
-                    self._client().open("GET", f"/containers/{cid}/export", ok=(200,), timeout=600)
-                ) as response,
-            ):
-                for chunk in response.iter_bytes(1 << 20):
-                    out.write(chunk)
-                    written += len(chunk)
+            with os.fdopen(fd, "wb") as out:
+                response = self.open("GET", path, timeout=600)
+                with contextlib.closing(response):
+                    if response.status != 200:
+                        raise self._refused(response, "GET", path)
+                    try:
+                        while chunk := response.read(1 << 20):
+                            out.write(chunk)
+                            written += len(chunk)
+                    except (OSError, ProtocolError) as exc:
+                        raise self._broken(_DROPPED, exc, "GET", path) from None
             tmp.replace(target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -279,9 +377,21 @@ class Engine:
             self.request("DELETE", f"/images/{reference}", params={"force": "1"})
 
 
-def _stream_errors(response: httpx.Response, what: str) -> None:
+def _kind(exc: BaseException) -> str:
+    """What a failure to get an answer was: no answer in time, a socket we may not open, an
+    answer that is not HTTP, or no engine there (refused, missing, hung up)."""
+    from providers.core.http.policy import Kind
+
+    if isinstance(exc, ProtocolError):
+        return Kind.BROKEN
+    if isinstance(exc, TimeoutError):
+        return Kind.TIMEOUT
+    return Kind.DENIED if isinstance(exc, PermissionError) else Kind.UNREACHABLE
+
+
+def _stream_errors(answer: Answer, what: str) -> None:
     """Image import/load answer 200 with a JSON stream; a failure is an `error` line."""
-    for line in response.text.splitlines():
+    for line in answer.text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:

@@ -22,22 +22,19 @@ UNSAFE_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")  # what an engine name may not hol
 
 
 def resolve_image(engine: Engine, settings: Settings, wanted: str) -> str:
-    """The engine's name for `wanted`, loading or importing an unpacked image once."""
-    from drivers.image.store import images_dir
-
+    """The engine's name for `wanted`, loading or importing an unpacked image once. A name
+    that is no image dir is the engine's own, unchecked: the container's create says
+    whether the engine has it (`missing_image`), one request fewer."""
     candidates = []
     if "/" in wanted and Path(wanted).expanduser().is_dir():
         candidates.append(Path(wanted).expanduser())
     elif "/" not in wanted and ":" not in wanted:
+        from drivers.image.store import images_dir
+
         candidates.append(images_dir(settings) / wanted)
     directory = next((c for c in candidates if c.is_dir()), None)
     if directory is None:
-        if engine.image_exists(wanted):
-            return wanted
-        raise NotFoundError(
-            f"options.image: {wanted!r} is neither an image the engine has nor an image "
-            "dir; `shoal image pull URL` it, or import/pull it into the engine"
-        )
+        return wanted
     manifest = directory / "manifest.json"
     if manifest.is_file():
         return _load_saved(engine, directory, manifest)
@@ -57,6 +54,13 @@ def resolve_image(engine: Engine, settings: Settings, wanted: str) -> str:
             engine.remove_image(reference)  # never a half-imported image under the name
             raise
     return reference
+
+
+def missing_image(wanted: str) -> NotFoundError:
+    return NotFoundError(
+        f"options.image: {wanted!r} is neither an image the engine has nor an image "
+        "dir; `shoal image pull URL` it, or import/pull it into the engine"
+    )
 
 
 def _load_saved(engine: Engine, directory: Path, manifest: Path) -> str:

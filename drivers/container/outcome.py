@@ -42,12 +42,21 @@ def start_supervisor(engine: Engine, cid: str, deadline: datetime, grace: int) -
     }
 
 
-def describe(engine: Engine, cid: str, res: Resource) -> dict[str, Any]:
-    """The container's state; for one that exited, its exit code and last log lines."""
-    try:
-        seen = engine.inspect(cid)
-    except NotFoundError:
-        return {"state": "gone", "message": "the container no longer exists"}
+GONE = {"state": "gone", "message": "the container no longer exists"}
+
+
+def describe(
+    engine: Engine, cid: str, res: Resource, seen: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The container's state; for one that exited, its exit code and last log lines. `seen`:
+    the container's inspection already made ({} when it was not found), else one is made."""
+    if seen is None:
+        try:
+            seen = engine.inspect(cid)
+        except NotFoundError:
+            seen = {}
+    if not seen:
+        return dict(GONE)
     state = seen.get("State") or {}
     status = state.get("Status") or ""
     # Podman says "stopped" for an exited container until its cleanup has run.

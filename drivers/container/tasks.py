@@ -55,7 +55,7 @@ class ContainerTask:
         if self.res is None:
             raise ShoalError(f"{self._name}: no resource given")
         cid = self.driver._cid(self.res)
-        engine = self.driver.engine()
+        engine = self.driver.engine(self.res)
         if self._name == "snapshot":
             repo = str(self.options.get("repo") or f"shoal-snapshot-{self.res.identifier}")
             tag = str(self.options.get("tag") or "latest")

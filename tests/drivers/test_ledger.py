@@ -204,6 +204,58 @@ def test_expired_lists_allocated_and_gone_rows_past_their_time(ledger: Ledger) -
     assert [r.id for r in ledger.expired(now + timedelta(hours=2))] == [due_gone, due, not_yet]
 
 
+def test_the_live_list_and_the_expiry_check_read_their_indexes(ledger: Ledger) -> None:
+    from drivers import ledger_store as S
+
+    ids = [reserve(ledger) for _ in range(3)]
+    ledger.set_status(ids[1], L.FREED)
+    listed = ledger.summaries_json(include_ended=False)
+    assert [row.split('"id":"')[1].split('"')[0] for row in listed] == [ids[0], ids[2]]
+    conn = ledger._db.conn()
+    live = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT json_object('id', id) "
+        f"{ledger._listed(include_ended=False)} ORDER BY created"
+    ).fetchall()
+    # the summaries come from the index alone, in its order: no row visited, nothing sorted
+    assert [step[-1] for step in live] == [f"SCAN allocations USING COVERING INDEX {S.LIVE_INDEX}"]
+    expiring = conn.execute(
+        f"EXPLAIN QUERY PLAN SELECT id FROM allocations {ledger._db.indexed_by(S.EXPIRY_INDEX)} "
+        f"WHERE {S.EXPIRING_SQL} AND expires <= ? ORDER BY expires",
+        ("x",),
+    ).fetchall()
+    assert S.EXPIRY_INDEX in expiring[0][-1] and len(expiring) == 1
+
+
+def test_a_ledger_without_the_indexes_gets_them_and_one_that_cannot_is_read_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drivers import ledger_store as S
+
+    path = tmp_path / "ledger.sqlite"
+    older = Ledger(path)
+    made = reserve(older)
+    older.set_status(made, L.ALLOCATED)
+    older.close()
+    names = "SELECT name FROM sqlite_master WHERE type='index'"
+    for name in S.INDEXES:  # as a shoal from before them left it
+        raw(path, f"DROP INDEX {name}")
+    # One that cannot be made (as on a read-only or full disk; root writes through modes):
+    # none is made, and the reads go on without naming them.
+    broken = {**S.INDEXES, "allocations_broken": "ON allocations(no_such_column)"}
+    monkeypatch.setattr(S, "INDEXES", broken)
+    reader = Ledger(path)
+    assert [r["id"] for r in reader.summaries(include_ended=False)] == [made]
+    assert reader.summaries_json(include_ended=False)[0].startswith(f'{{"id":"{made}"')
+    assert reader.expired(datetime.now(UTC)) == []
+    reader.close()
+    assert not {row[0] for row in raw(path, names)} & set(broken)
+    monkeypatch.undo()
+    writer = Ledger(path)
+    assert [r["id"] for r in writer.summaries(include_ended=False)] == [made]
+    writer.close()
+    assert set(S.INDEXES) <= {row[0] for row in raw(path, names)}
+
+
 def test_node_usage_sums_holding_local_rows(ledger: Ledger) -> None:
     assert ledger.node_usage() == Resources()
     a = reserve(ledger, 2, 4)

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -197,6 +197,8 @@ def start_podman(workdir: Path) -> Podman:
 if find_spec("pytest") is not None:
     import pytest
 
+    from tests.conftest import Run
+
     @pytest.fixture(scope="session")
     def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
         """The session's Podman; every test using it is skipped with the reason when none starts."""
@@ -218,3 +220,18 @@ if find_spec("pytest") is not None:
             # which reads the same storage.
             podman.cleanup(before)
             podman.stop()
+
+    @pytest.fixture
+    def shoal(
+        cli: Callable[..., Run],
+        podman_engine: Podman,
+        write_config: Callable[[str], Path],
+        request: pytest.FixtureRequest,
+    ) -> Callable[..., Run]:
+        """`shoal ARGS` pointed at the session's Podman, with the test module's CONFIG."""
+        write_config(request.module.CONFIG)
+
+        def run(*args: str, env: dict[str, str] | None = None) -> Run:
+            return cli(*args, env={**podman_engine.env, **(env or {})})
+
+        return run

@@ -27,19 +27,6 @@ IDLE = "sleep 600"
 Shoal = Callable[..., Run]
 
 
-@pytest.fixture
-def shoal(
-    cli: Callable[..., Run], podman_engine: Podman, write_config: Callable[[str], Path]
-) -> Shoal:
-    """`shoal ARGS` pointed at the session's Podman."""
-    write_config(CONFIG)
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Run:
-        return cli(*args, env={**podman_engine.env, **(env or {})})
-
-    return run
-
-
 def alloc(shoal: Shoal, podman: Podman, *args: str, entry: str = IDLE) -> dict[str, Any]:
     run = shoal(
         "alloc", "--driver", "container", "--cpu", "1", "--ram", "1",

@@ -8,16 +8,13 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import Run, wait_for
+from tests.conftest import wait_for
 from tests.drivers.container.conftest import Podman
 from tests.drivers.container.test_container_driver import (
-    CONFIG,
     Shoal,
     alloc,
     exists,
@@ -26,19 +23,7 @@ from tests.drivers.container.test_container_driver import (
 )
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture
-def shoal(
-    cli: Callable[..., Run], podman_engine: Podman, write_config: Callable[[str], Path]
-) -> Shoal:
-    """`shoal ARGS` pointed at the session's Podman (grace 1 s)."""
-    write_config(CONFIG)
-
-    def run(*args: str, env: dict[str, str] | None = None) -> Run:
-        return cli(*args, env={**podman_engine.env, **(env or {})})
-
-    return run
+CONFIG = '[drivers."container/default"]\ngrace_seconds = 1\n'  # the `shoal` fixture writes it
 
 
 def due(made: dict) -> datetime:

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import Run
 
 INFO = {"NCPU": 4, "MemTotal": 8 * 2**30, "ServerVersion": "fake"}
+PING = ("GET", "/_ping")
 Route = tuple[int, Any]
 
 
@@ -59,7 +60,10 @@ class _Handler(BaseHTTPRequestHandler):
         code, body = self.server.routes.get(
             (self.command, path), (404, {"message": f"no such thing: {path}"})
         )
-        data = json.dumps(body).encode() if body is not None else b""
+        if isinstance(body, bytes):
+            data = body  # as it is: not JSON
+        else:
+            data = json.dumps(body).encode() if body is not None else b""
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -157,11 +161,35 @@ def test_a_socket_we_may_not_open_is_77(cli: Callable[..., Run], sock: Path) -> 
 
 
 def test_an_image_the_engine_lacks_is_1_with_the_hint(cli: Callable[..., Run], sock: Path) -> None:
-    with fake_engine(sock, {("GET", "/info"): (200, INFO)}) as engine:
+    # No request of its own before the create: the create's 404 is the image check, and only
+    # then is the image asked about, to tell a missing image from another missing thing.
+    routes: dict[tuple[str, str], Route] = {("GET", "/info"): (200, INFO), PING: (200, "OK")}
+    with fake_engine(sock, routes) as engine:
         run = alloc(cli, f"unix://{sock}")
     assert run.exit_code == 1, run.stderr
     assert "busybox:1" in run.stderr and "shoal image pull" in run.stderr
-    assert ("POST", "/containers/create") not in engine.seen
+    asked = [seen for seen in engine.seen if seen[1] != "/_ping"]
+    assert asked[:3] == [
+        ("GET", "/info"),
+        ("POST", "/containers/create"),
+        ("GET", "/images/busybox:1/json"),
+    ]  # then the undo's stop of a container that is not there
+    assert not [seen for seen in asked if seen[1].endswith("/start")]
+
+
+def test_a_create_404_for_an_image_the_engine_has_is_the_engines_own_error(
+    cli: Callable[..., Run], sock: Path
+) -> None:
+    routes: dict[tuple[str, str], Route] = {
+        ("GET", "/info"): (200, INFO),
+        PING: (200, "OK"),
+        ("GET", "/images/busybox:1/json"): (200, {"Id": "sha256:feed"}),
+        ("POST", "/containers/create"): (404, {"message": "network nat: not found"}),
+    }
+    with fake_engine(sock, routes):
+        run = alloc(cli, f"unix://{sock}")
+    assert run.exit_code == 1, run.stderr
+    assert "network nat: not found" in run.stderr and "shoal image pull" not in run.stderr
 
 
 @pytest.mark.parametrize(
@@ -216,58 +244,105 @@ def test_a_failed_start_removes_the_created_container(cli: Callable[..., Run], s
     assert ("DELETE", "/containers/c0ffee") in engine.seen
 
 
-# -- the engine API's error map, without an engine -------------------------------------------
+# -- the engine API's error map ---------------------------------------------------------------
 
 
-def mock_engine(status: int, body: bytes) -> Any:
-    """An Engine whose every request gets `status` and `body`."""
-    from drivers.container.engine import Engine
-    from providers.core.http import httpx
+def test_engine_failure_kinds_are_the_policys() -> None:
+    from drivers.container import engine
+    from providers.core.http.policy import Kind
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, content=body)
-
-    return Engine("unix:///run/engine.sock", transport=httpx.MockTransport(answer))
+    assert (engine._DROPPED, engine._BROKEN, engine._JSON) == (Kind.DROPPED, Kind.BROKEN, Kind.JSON)
 
 
 @pytest.mark.parametrize(
     ("status", "body", "error", "said"),
     [
-        (404, b'{"message": "no such container: c0"}', "NotFoundError", "no such container: c0"),
-        (409, b'{"cause": "name in use"}', "ShoalError", "container engine: conflict: name in use"),
-        (400, b'{"message": "bad\\nrequest"}', "UsageError", "container engine: bad request"),
-        (403, b"not yours", "CredentialsError", "container engine refused POST /commit: not yours"),
-        (500, b"", "ShoalError", "container engine: POST /commit: HTTP 500: Internal Server Error"),
+        (404, {"message": "no such container: c0"}, "NotFoundError", "no such container: c0"),
+        (409, {"cause": "name in use"}, "ShoalError", "container engine: conflict: name in use"),
+        (400, {"message": "bad\nrequest"}, "UsageError", "container engine: bad request"),
+        (403, "not yours", "CredentialsError", "container engine refused POST /commit: not yours"),
+        (
+            500,
+            None,
+            "ShoalError",
+            "container engine: POST /commit: HTTP 500: Internal Server Error",
+        ),
     ],
 )
 def test_engine_answers_map_to_typed_errors(
-    status: int, body: bytes, error: str, said: str
+    sock: Path, status: int, body: Any, error: str, said: str
 ) -> None:
-    with pytest.raises(Exception) as caught:
-        mock_engine(status, body).request("POST", "/commit", body={})
+    from drivers.container.engine import Engine
+
+    answers: dict[tuple[str, str], Route] = {("POST", "/commit"): (status, body)}
+    with fake_engine(sock, answers), pytest.raises(Exception) as caught:
+        Engine(f"unix://{sock}").request("POST", "/commit", body={})
     assert type(caught.value).__name__ == error
     assert str(caught.value) == said
 
 
-def test_an_engine_that_does_not_answer_is_asked_once() -> None:
+def test_an_engine_that_does_not_answer_is_asked_once(sock: Path) -> None:
     from drivers.container.engine import Engine
     from providers.core.errors import ProviderUnreachableError, RetryableError
-    from providers.core.http import httpx
 
-    calls: list[str] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        calls.append(request.url.path)
-        exc = httpx.ReadTimeout if request.url.path.endswith("/_ping") else httpx.ConnectError
-        raise exc("no", request=request)
-
-    engine = Engine("unix:///run/engine.sock", transport=httpx.MockTransport(answer))
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(sock))
+    listener.listen(8)  # accepts (the kernel's backlog) and never answers
+    try:
+        engine = Engine(f"unix://{sock}", timeout=0.3)
+        with pytest.raises(RetryableError, match=rf"at {sock} did not answer GET /_ping in time"):
+            engine.ping()
+    finally:
+        listener.close()
+    # Nothing listening now: refused at once, and said so with the socket named.
     with pytest.raises(
-        RetryableError, match=r"/run/engine\.sock did not answer GET /_ping in time"
+        ProviderUnreachableError,
+        match=rf"answers at {sock} \((ConnectionRefusedError|FileNotFoundError)\)",
     ):
-        engine.ping()
-    with pytest.raises(
-        ProviderUnreachableError, match=r"answers at /run/engine\.sock \(ConnectError\)"
-    ):
-        engine.info()
-    assert calls == ["/v1.41/_ping", "/v1.41/info"]  # each asked once: never retried
+        Engine(f"unix://{sock}").info()
+
+
+def test_an_answer_that_is_not_json_is_a_shoal_error(sock: Path) -> None:
+    from drivers.container.engine import Engine
+    from providers.core.errors import ShoalError
+
+    answers: dict[tuple[str, str], Route] = {("GET", "/info"): (200, b"plain text")}
+    with fake_engine(sock, answers), pytest.raises(ShoalError, match=r"GET /info: malformed JSON"):
+        Engine(f"unix://{sock}").info()
+
+
+def test_status_inspects_once_and_free_stops_inspects_reads_the_log_and_removes(
+    cli: Callable[..., Run], sock: Path
+) -> None:
+    running = {"State": {"Status": "running", "Running": True}, "NetworkSettings": {}}
+    stopped = {"State": {"Status": "exited", "Running": False, "ExitCode": 0}}
+    routes: dict[tuple[str, str], Route] = {
+        ("GET", "/info"): (200, INFO),
+        PING: (200, "OK"),
+        ("POST", "/containers/create"): (201, {"Id": "c0ffee", "Warnings": []}),
+        ("POST", "/containers/c0ffee/start"): (204, None),
+        ("GET", "/containers/c0ffee/json"): (200, running),
+    }
+    with fake_engine(sock, routes) as engine:
+        made = alloc(cli, f"unix://{sock}", "--json")
+        assert made.exit_code == 0, made.stderr
+        alloc_id = made.json()["id"]
+        # Another DOCKER_HOST now: the allocation's own engine is the one asked.
+        engine.seen.clear()
+        run = cli("status", alloc_id, "--json", env={"DOCKER_HOST": "unix:///nowhere"})
+        assert run.exit_code == 0, run.stderr
+        assert run.json()["detail"]["state"] == "running"
+        assert engine.seen == [("GET", "/containers/c0ffee/json")]
+        routes[("GET", "/containers/c0ffee/json")] = (200, stopped)
+        routes[("POST", "/containers/c0ffee/stop")] = (204, None)
+        routes[("GET", "/containers/c0ffee/logs")] = (200, b"bye\n")
+        routes[("DELETE", "/containers/c0ffee")] = (204, None)
+        engine.seen.clear()
+        run = cli("free", alloc_id, env={"DOCKER_HOST": "unix:///nowhere"})
+        assert run.exit_code == 0, run.stderr
+    assert engine.seen == [
+        ("POST", "/containers/c0ffee/stop"),
+        ("GET", "/containers/c0ffee/json"),
+        ("GET", "/containers/c0ffee/logs"),
+        ("DELETE", "/containers/c0ffee"),
+    ]
