@@ -154,6 +154,9 @@ def quotas_answer(region: str) -> bytes:
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    # A cloud API's listen queue is deep; the default 5 drops SYNs when 32 requests start
+    # at once, and the kernel's 1 s SYN retry would be timed as shoal's.
+    request_queue_size = 256
     latency = 0.05
     requests = 0
     lock = threading.Lock()
