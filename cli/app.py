@@ -89,6 +89,9 @@ class ShoalGroup(TyperGroup):
             output.error("interrupted")
             ctx.exit(ExitCode.INTERRUPTED)
         except Exception as exc:
+            if _interrupted(exc):
+                output.error("interrupted")
+                ctx.exit(ExitCode.INTERRUPTED)
             # The framework's own usage errors and exits (click's, as Typer re-exports them;
             # a Typer that vendors click raises them from typer.*): click maps them to 2/0.
             module = type(exc).__module__
@@ -109,6 +112,20 @@ class ShoalGroup(TyperGroup):
                 "traceback; please report it)"
             )
             ctx.exit(ExitCode.ERROR)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Ctrl-C that Python wrapped on its way out: a KeyboardInterrupt raised while a class
+    was being built (a dataclass field's __set_name__ during an import) surfaces as the
+    RuntimeError whose cause it is."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _first_undecodable(args: Sequence[str]) -> str | None:

@@ -128,6 +128,24 @@ def test_130_interrupted(cli, register_provider: Register) -> None:
     assert_one_error_line(run.stderr, "interrupted")
 
 
+def wrapped_interrupt() -> RuntimeError:
+    """What Python raises when Ctrl-C lands while a class is built (a dataclass field's
+    __set_name__ during an import): a RuntimeError caused by the KeyboardInterrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as interrupt:
+        error = RuntimeError("Error calling __set_name__ on 'Field' instance 'allocated'")
+        error.__cause__ = interrupt
+        return error
+
+
+def test_130_interrupted_while_a_class_was_built(cli, register_provider: Register) -> None:
+    register_provider("shoal-test-ctrl-c-import", raising(wrapped_interrupt()))
+    run = cli("regions", "--provider", "shoal-test-ctrl-c-import", env={"SHOAL_DEBUG": None})
+    assert run.exit_code == ExitCode.INTERRUPTED == 130
+    assert_one_error_line(run.stderr, "interrupted")
+
+
 def test_help_documents_every_exit_code(cli) -> None:
     run = cli("--help")
     assert run.exit_code == 0

@@ -235,7 +235,7 @@ def test_all_regions_are_fetched_in_one_call(make: Make) -> None:
 
 
 def test_past_the_ttl_a_refresh_is_due_and_its_failure_serves_the_old_answer(make: Make) -> None:
-    old = NOW - timedelta(minutes=30)
+    old = datetime.now(UTC) - timedelta(minutes=30)  # not NOW: a long run moves past it
     fetcher = Accounts(queue=[[snapshot("us-east-1", at=old)]])
     catalog, _, _ = make(fetcher)
     resources(catalog, "us-east-1")  # cached, 30 minutes old (TTL 5)
