@@ -77,3 +77,27 @@ def measure(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     if int(code) != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({code}): {done.stderr}")
     return float(seconds), int(peak) // 1024
+
+
+class Machine:
+    """The load on this machine over a span: the 1-minute load average at its start and end,
+    and how busy all CPUs were (/proc/stat: every process's work, this run's too)."""
+
+    def __init__(self) -> None:
+        self.load = os.getloadavg()[0]
+        self.busy, self.total = _cpu_times()
+
+    def since(self) -> str:
+        busy, total = _cpu_times()
+        share = (busy - self.busy) / max(total - self.total, 1)
+        return (
+            f"load {self.load:.2f} -> {os.getloadavg()[0]:.2f}, "
+            f"{os.cpu_count()} CPUs {share:.0%} busy"
+        )
+
+
+def _cpu_times() -> tuple[int, int]:
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)

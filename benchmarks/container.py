@@ -49,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the tests' podman helpers; appended, so that `cli` still comes from the install
 sys.path.append(str(Path(__file__).resolve().parent.parent))
-from _timing import check_installed, shoal_command
+from _timing import Machine, check_installed, shoal_command
 
 SCRIPT = 'trap "exit 0" TERM; sleep 60 & wait'
 ENTRY = shlex.join(["sh", "-c", SCRIPT])
@@ -122,35 +122,11 @@ def batch(cycle: Callable[[], float], parallel: int) -> tuple[float, list[float]
     return time.perf_counter() - start, times
 
 
-class Machine:
-    """The load on this machine over a span: the 1-minute load average at its start and end,
-    and how busy all CPUs were (/proc/stat: every process's work, this run's too)."""
-
-    def __init__(self) -> None:
-        self.load = os.getloadavg()[0]
-        self.busy, self.total = _cpu_times()
-
-    def since(self) -> str:
-        busy, total = _cpu_times()
-        share = (busy - self.busy) / max(total - self.total, 1)
-        return (
-            f"load {self.load:.2f} -> {os.getloadavg()[0]:.2f}, "
-            f"{os.cpu_count()} CPUs {share:.0%} busy"
-        )
-
-
 def idle_machine(seconds: float = 3.0) -> str:
     """How busy the machine is with this benchmark idle: other people's work."""
     machine = Machine()
     time.sleep(seconds)
     return f"before the rounds, idle for {seconds:.0f} s: {machine.since()}"
-
-
-def _cpu_times() -> tuple[int, int]:
-    with open("/proc/stat") as stat:
-        fields = [int(v) for v in stat.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
 
 
 def measure(

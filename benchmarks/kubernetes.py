@@ -1,26 +1,46 @@
 #!/usr/bin/env python3
-"""`shoal resources --provider kubernetes` on a large cluster, beside the raw list download.
+"""`shoal resources --provider kubernetes --json` on a large cluster, beside what other tools
+spend on the same lists.
 
 Serves a simulated cluster of --nodes nodes (default 5,000) and --pods pods (default
-100,000; tests/providers/kubernetes/objects.synthetic_cluster: Karpenter CPU pools and EKS
-H100 node groups, DaemonSet and deadline pods) from the loopback API server
-(tests/providers/kubernetes/apiserver.py, plain HTTP) and measures, median of --runs:
-- `shoal resources --provider kubernetes --json` end to end (a fresh process: start-up,
-  kubeconfig, paged lists, the arithmetic, the JSON on stdout), wall time and peak RSS;
-- the raw download of the same lists with the same paging: GET /api/v1/nodes and
-  /api/v1/pods (with shoal's field selector) at limit=500, following `metadata.continue`.
-  curl cannot follow a token inside a JSON body without a JSON parser, and a full parse
-  would charge the baseline for work it does not need; so the baseline is a small Python
-  process using http.client over one keep-alive connection that reads each page's bytes,
-  pulls the continue token out of the page head with a regex, and discards the body.
-  The same loop is also timed with `json.loads` of every page (and nothing else), the
-  least any Python client of the JSON API must do; shown for context, not as the target.
-Targets: shoal under 1.5x the raw download's time, peak RSS under 300 MB.
+100,000) from the loopback API server (tests/providers/kubernetes/apiserver.py, plain
+HTTP), built by tests/providers/kubernetes/objects.synthetic_cluster: Karpenter CPU pools
+and EKS H100 node groups, with objects of a live cluster's size (pods of 5-20 KB: managed
+fields, env, volumes, probes, annotations, Istio sidecars; nodes with their image lists).
+The server answers a list from stored bytes (each page joined once, then kept), so no
+request costs it JSON work a real API server's watch cache would not skip either: the CPU
+stays with the clients on a small machine. Interleaved rounds (the order rotated each
+round), each command a fresh process; medians, the spread (min-max) and peak RSS:
+
+- raw download: the same lists (GET /api/v1/nodes and /api/v1/pods with shoal's field
+  selector, limit=500, following `metadata.continue`) by a small Python process over one
+  keep-alive http.client connection, the continue token taken from each page's head by a
+  regex and the body discarded: what the bytes cost to move.
+- download + json.loads of every page: the same loop decoding each page with the standard
+  `json` module and nothing else, what a straightforward Python tool spends before any
+  arithmetic (the target's denominator); and the same with the cycle collector off
+  (`gc.disable()`), the best `json.loads` does here, printed for honesty.
+- `shoal resources --provider kubernetes --json` end to end (start-up, kubeconfig, paged
+  lists, the arithmetic, the JSON on stdout).
+- `kubectl get nodes,pods -A -o json > /dev/null` (the `kubectl` package, Debian's or the
+  Google Cloud SDK's, if installed; skipped with the reason otherwise) against the same
+  server, which answers its discovery requests (/api, /apis, /api/v1, and /version for the
+  SDK's dispatcher); its discovery cache lives in a fresh HOME, filled by a warm-up run as
+  a user's would be. kubectl holds every object of a `-o json` list in memory at once (it
+  prints one List): with 1.2 GB of JSON it needs tens of GB, so on the full cluster it runs
+  once, killed past --kubectl-max-rss (default 4 GiB) and said so; it is then timed in the
+  rounds on a cluster --kubectl-scale the size (default 1/10), beside shoal on that cluster.
+
+Targets (issue 17): shoal at most 0.5x of download + json.loads, peak RSS under 300 MB, and
+faster than kubectl. --link MBPS sends every answer at that rate instead of loopback's (a
+real network, where fetching is mostly waiting: shoal then fetches the next page while it
+reads this one).
 
 Run from a regular `pip install .` of the repository (it borrows the test builders from
 tests/ and puts the repository last on sys.path, so `cli` comes from the installed copy):
 
-    python benchmarks/kubernetes.py [--nodes 5000] [--pods 100000] [--runs 3]
+    python benchmarks/kubernetes.py [--nodes 5000] [--pods 100000] [--runs 5] [--link MBPS]
+        [--save-json FILE] [--no-kubectl]
 """
 
 from __future__ import annotations
@@ -29,31 +49,37 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # tests/ builders and the API server; appended, so that `cli` still comes from the install
 sys.path.append(str(Path(__file__).resolve().parent.parent))
-from _timing import check_installed, measure, shoal_command
+from _timing import MEASURE, Machine, check_installed, shoal_command
 
 if TYPE_CHECKING:
     from tests.providers.kubernetes.apiserver import ApiServer
 
 # The same selector and page size as providers/kubernetes (catalog.HOLDING_PODS and the
-# client's default limit); spelled out so the baseline does not import shoal.
+# client's default limit); spelled out so the baselines do not import shoal.
 FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 LIMIT = 500
+TARGET_RATIO = 0.5
+TARGET_RSS_MB = 300
 
-RAW = r"""
-import http.client, json, re, sys, urllib.parse
-host, port, selector, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-parse = sys.argv[5:] == ["parse"]
+DOWNLOAD = r"""
+import gc, http.client, json, re, sys, urllib.parse
+host, port, selector, limit, mode = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
+if mode == "nogc":
+    gc.disable()
 token = re.compile(rb'"continue":\s*"([^"]+)"')
 conn = http.client.HTTPConnection(host, port)
 total = pages = 0
@@ -67,8 +93,8 @@ for path, params in (("/api/v1/nodes", {}), ("/api/v1/pods", {"fieldSelector": s
         if response.status != 200:
             sys.exit(f"{path}: HTTP {response.status}")
         total += len(body)
-        if parse:
-            json.loads(body)
+        if mode != "raw":
+            json.loads(body)  # and let it go: no page is held while the next one decodes
         pages += 1
         found = token.search(body, 0, 512)  # the list's metadata comes before its items
         if found is None:
@@ -78,12 +104,89 @@ print(total, pages)
 """
 
 
-def build(api: ApiServer, n_nodes: int, n_pods: int) -> None:
+@dataclass
+class Case:
+    """A command measured in the rounds: wall seconds and peak RSS (MiB) per run."""
+
+    key: str
+    label: str
+    argv: list[str]
+    env: dict[str, str]
+    seconds: list[float] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    def line(self, size_mb: float) -> str:
+        low, high = min(self.seconds), max(self.seconds)
+        return (
+            f"  {self.label:<44} {self.median():7.2f} s  ({low:.2f}-{high:.2f})  "
+            f"{size_mb / self.median():6.0f} MB/s  peak RSS {max(self.rss):5d} MiB"
+        )
+
+
+def run(argv: list[str], env: dict[str, str], max_rss_mib: int = 0) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS in MiB, why it was stopped or ""), measured by a fresh small
+    process (_timing.MEASURE: its children's peak is this command's alone, and its own
+    start-up is outside the timed span). With `max_rss_mib`, the command is killed once
+    its processes hold more."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MEASURE, *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    stopped: list[str] = []
+    if max_rss_mib:
+        threading.Thread(target=_guard, args=(proc, max_rss_mib, stopped), daemon=True).start()
+    out, errors = proc.communicate()
+    if stopped:
+        return float("nan"), max_rss_mib, stopped[0]
+    code, seconds, peak = out.split()
+    if int(code) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({code}): {errors}")
+    return float(seconds), int(peak) // 1024, ""
+
+
+def _guard(proc: subprocess.Popen[str], limit_mib: int, stopped: list[str]) -> None:
+    start = time.perf_counter()
+    while proc.poll() is None:
+        held = _tree_rss_mib(proc.pid)
+        if held > limit_mib:
+            stopped.append(
+                f"killed holding {held / 1024:.1f} GiB after {time.perf_counter() - start:.0f} s"
+            )
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+def _tree_rss_mib(pid: int) -> int:
+    """The resident memory of a process and its descendants (Linux /proc)."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) // 1024
+    return total
+
+
+def serve(api: ApiServer, nodes: int, pods: int) -> None:
     from tests.providers.kubernetes.objects import synthetic_cluster
 
-    nodes, pods = synthetic_cluster(n_nodes, n_pods)
-    api.add_many("nodes", nodes)
-    api.add_many("pods", pods)
+    node_objs, pod_objs = synthetic_cluster(nodes, pods)
+    api.add_many("nodes", node_objs)
+    api.add_many("pods", pod_objs)
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:
@@ -102,100 +205,189 @@ def write_kubeconfig(path: Path, server: str) -> Path:
     return path
 
 
-def check_output(shoal: list[str], env: dict[str, str], n_nodes: int) -> tuple[int, int]:
-    """One untimed run (also a warm-up): the answer covers every node. (bytes, pools)"""
+def check_shoal(shoal: list[str], env: dict[str, str], n_nodes: int, save: str) -> str:
+    """One untimed run (also a warm-up): the answer covers every node. Its size and pools."""
     done = subprocess.run(shoal, env=env, capture_output=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(shoal)} failed ({done.returncode}): {done.stderr.decode()}")
+    if save:
+        Path(save).write_bytes(done.stdout)
     [resource] = json.loads(done.stdout)
     seen = sum(len(pool["nextLevel"]) for pool in resource["overview"])
     if seen != n_nodes:
         raise SystemExit(f"shoal reported {seen} nodes, the cluster has {n_nodes}")
-    return len(done.stdout), len(resource["overview"])
+    return f"{len(resource['overview'])} pools, {len(done.stdout) / 1e6:.1f} MB of JSON out"
+
+
+def kubectl_state() -> tuple[str | None, str]:
+    """(the kubectl to run, what it is), or (None, why there is none)."""
+    found = shutil.which("kubectl")
+    if found is None:
+        return None, (
+            "kubectl is not installed (Debian/Ubuntu: the `kubectl` package, where the "
+            "distribution has one; check `apt-cache policy kubectl`)"
+        )
+    done = subprocess.run(
+        [found, "version", "--client", "-o", "json"], capture_output=True, text=True, check=False
+    )
+    try:
+        version = json.loads(done.stdout)["clientVersion"]["gitVersion"]
+    except (ValueError, KeyError, TypeError):
+        version = "version unknown"
+    package = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", "kubectl"], capture_output=True, text=True
+    ).stdout
+    return found, f"kubectl {version}" + (f" (package kubectl {package})" if package else "")
+
+
+def rounds(cases: list[Case], runs: int) -> None:
+    for r in range(runs):  # interleaved, the order rotated: drift falls on all alike
+        for case in cases[r % len(cases) :] + cases[: r % len(cases)]:
+            seconds, rss, _ = run(case.argv, case.env)
+            case.seconds.append(seconds)
+            case.rss.append(rss)
+        print(f"  round {r + 1}/{runs} done", file=sys.stderr)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--link", type=float, default=0.0, help="MB/s (0: loopback's own)")
+    parser.add_argument("--save-json", default="", help="keep shoal's output here")
+    parser.add_argument("--no-kubectl", action="store_true")
+    parser.add_argument("--no-nogc", action="store_true", help="skip json.loads with gc off")
+    parser.add_argument("--kubectl-scale", type=float, default=0.1)
+    parser.add_argument("--kubectl-max-rss", type=int, default=4096, help="MiB")
     args = parser.parse_args()
     check_installed()
     from tests.providers.kubernetes.apiserver import ApiServer
 
+    kubectl, about_kubectl = kubectl_state()
+    if args.no_kubectl:
+        kubectl, about_kubectl = None, "kubectl skipped (--no-kubectl)"
     work = Path(tempfile.mkdtemp(prefix="shoal-bench-k8s-"))
     try:
-        with ApiServer() as api:
+        with ApiServer() as api, ApiServer() as small:
+            api.link_rate = small.link_rate = args.link * 1e6
             began = time.perf_counter()
             print(f"building {args.nodes} nodes and {args.pods} pods ...", file=sys.stderr)
-            build(api, args.nodes, args.pods)
+            serve(api, args.nodes, args.pods)
+            small_nodes = max(1, round(args.nodes * args.kubectl_scale))
+            small_pods = round(args.pods * args.kubectl_scale)
+            if kubectl is not None:
+                serve(small, small_nodes, small_pods)
             print(f"  built in {time.perf_counter() - began:.1f} s", file=sys.stderr)
             home = work / "home"
             home.mkdir()
+            base_env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
             env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")},
+                **base_env,
                 "SHOAL_HOME": str(home),
+                "HOME": str(work),  # kubectl's discovery cache
                 "KUBECONFIG": str(write_kubeconfig(work / "kubeconfig", api.base)),
             }
+            small_env = dict(env, KUBECONFIG=str(write_kubeconfig(work / "small", small.base)))
             shoal = [*shoal_command(), "resources", "--provider", "kubernetes", "--json"]
-            raw = [sys.executable, "-c", RAW, "127.0.0.1", str(api.port), FIELD_SELECTOR]
-            raw.append(str(LIMIT))
-            out_bytes, pools = check_output(shoal, env, args.nodes)
-            listed = subprocess.run(raw, env=env, capture_output=True, text=True, check=True)
+            download = [sys.executable, "-c", DOWNLOAD, "127.0.0.1", str(api.port)]
+            download += [FIELD_SELECTOR, str(LIMIT)]
+            out = check_shoal(shoal, env, args.nodes, args.save_json)
+            listed = subprocess.run(
+                [*download, "raw"], env=env, capture_output=True, text=True, check=True
+            )
             size, pages = (int(x) for x in listed.stdout.split())
             expected = -(-args.nodes // LIMIT) + -(-args.pods // LIMIT)  # every pod holds
             if pages != expected:
                 raise SystemExit(f"the raw download read {pages} pages, expected {expected}")
-            shoal_runs, raw_runs, parse_runs = [], [], []
-            for _ in range(args.runs):  # interleaved: drift falls on all alike
-                raw_runs.append(measure(raw, env))
-                parse_runs.append(measure([*raw, "parse"], env))
-                shoal_runs.append(measure(shoal, env))
-        report(args, size, pages, out_bytes, pools, raw_runs, parse_runs, shoal_runs)
+            cases = [
+                Case(
+                    "raw", "raw download (http.client, continue by regex)", [*download, "raw"], env
+                ),
+                Case("loads", "download + json.loads of every page", [*download, "loads"], env),
+                Case("shoal", "shoal resources -p kubernetes --json", shoal, env),
+            ]
+            if not args.no_nogc:
+                cases.insert(
+                    2, Case("nogc", "the same, json.loads with gc off", [*download, "nogc"], env)
+                )
+            full_kubectl, small_size = "", 0
+            small_cases: list[Case] = []
+            if kubectl is not None:
+                small_list = [*download, "raw"]
+                small_list[small_list.index(str(api.port))] = str(small.port)
+                listed = subprocess.run(small_list, capture_output=True, text=True, check=True)
+                small_size = int(listed.stdout.split()[0])
+                get = [kubectl, "get", "nodes,pods", "-A", "-o", "json"]
+                run(get, small_env)  # warm-up: fills its discovery cache
+                _, rss, stopped = run(get, env, max_rss_mib=args.kubectl_max_rss)
+                full_kubectl = stopped or f"finished, peak RSS {rss} MiB (timed in the rounds)"
+                small_cases = [
+                    Case("kubectl", "kubectl get nodes,pods -A -o json", get, small_env),
+                    Case("shoal", "shoal resources -p kubernetes --json", shoal, small_env),
+                ]
+                if not stopped:
+                    cases.append(Case("kubectl", "kubectl get nodes,pods -A -o json", get, env))
+            machine = Machine()
+            rounds(cases, args.runs)
+            state = machine.since()
+            small_state = ""
+            if small_cases:
+                machine = Machine()
+                rounds(small_cases, args.runs)
+                small_state = machine.since()
+        report(args, size, pages, out, cases, state)
+        print(f"kubectl: {about_kubectl}")
+        if kubectl is not None:
+            print(f"  on the full cluster: {full_kubectl}")
+            print(
+                f"  on a cluster of {small_nodes} nodes and {small_pods} pods "
+                f"({small_size / 1e6:.0f} MB of lists), median (min-max) of {args.runs} "
+                f"interleaved rounds; {small_state}"
+            )
+            for case in small_cases:
+                print(case.line(small_size / 1e6))
+            ratio = small_cases[1].median() / small_cases[0].median()
+            verdict = "met" if ratio < 1 else "NOT met"
+            print(f"  shoal {ratio:.2f}x of kubectl's time (target < 1x): {verdict}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def report(
-    args: argparse.Namespace,
-    size: int,
-    pages: int,
-    out_bytes: int,
-    pools: int,
-    raw_runs: list[tuple[float, int]],
-    parse_runs: list[tuple[float, int]],
-    shoal_runs: list[tuple[float, int]],
+    args: argparse.Namespace, size: int, pages: int, out: str, cases: list[Case], state: str
 ) -> None:
-    raw_time = statistics.median(t for t, _ in raw_runs)
-    parse_time = statistics.median(t for t, _ in parse_runs)
-    shoal_time = statistics.median(t for t, _ in shoal_runs)
-    peak = max(rss for _, rss in shoal_runs)
-    ratio = shoal_time / raw_time
     mb = size / 1e6
+    link = f"a {args.link:.0f} MB/s link" if args.link else "loopback"
     print(
-        f"cluster: {args.nodes} nodes, {args.pods} pods; lists {mb:.0f} MB in {pages} pages "
-        f"of {LIMIT}; median of {args.runs} runs"
+        f"cluster: {args.nodes} nodes, {args.pods} pods; lists {mb:.0f} MB in {pages} pages of "
+        f"{LIMIT} over {link}; median (min-max) of {args.runs} interleaved rounds; {state}"
     )
+    for case in cases:
+        print(case.line(mb))
+    by = {case.key: case for case in cases}
+    shoal = by["shoal"]
+    ratio = shoal.median() / by["loads"].median()
+    peak = max(shoal.rss)
+    print(f"  shoal: {out}")
     print(
-        f"  raw download (http.client, continue by regex)  {raw_time:6.2f} s  "
-        f"{mb / raw_time:6.0f} MB/s  peak RSS {max(r for _, r in raw_runs)} MiB"
+        f"  shoal {ratio:.2f}x of download + json.loads (target <= {TARGET_RATIO}x): "
+        f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}; "
+        f"{shoal.median() / by['raw'].median():.2f}x of the raw download"
+        + (
+            f"; {shoal.median() / by['nogc'].median():.2f}x of json.loads, gc off"
+            if "nogc" in by
+            else ""
+        )
     )
+    if "kubectl" in by:
+        versus = shoal.median() / by["kubectl"].median()
+        verdict = "met" if versus < 1 else "NOT met"
+        print(f"  shoal {versus:.2f}x of kubectl's time (target < 1x): {verdict}")
     print(
-        f"  the same, json.loads of every page             {parse_time:6.2f} s  "
-        f"{mb / parse_time:6.0f} MB/s  peak RSS {max(r for _, r in parse_runs)} MiB"
+        f"  shoal peak RSS {peak} MiB (target < {TARGET_RSS_MB} MB): "
+        f"{'met' if peak * 1.048576 < TARGET_RSS_MB else 'NOT met'}"
     )
-    print(
-        f"  shoal resources -p kubernetes --json          {shoal_time:6.2f} s  "
-        f"{mb / shoal_time:6.0f} MB/s  peak RSS {peak} MiB  ({pools} pools, "
-        f"{out_bytes / 1e6:.1f} MB of JSON out)"
-    )
-    verdict = "ok" if ratio < 1.5 else "OVER"
-    memory = "ok" if peak < 300 else "OVER"
-    print(
-        f"  ratio {ratio:.2f}x of the raw download (target < 1.5x): {verdict}; "
-        f"{shoal_time / parse_time:.2f}x of download + json.loads"
-    )
-    print(f"  peak RSS {peak} MiB (target < 300 MB): {memory}")
 
 
 if __name__ == "__main__":

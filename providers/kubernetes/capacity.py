@@ -1,7 +1,8 @@
 """Node and pod arithmetic: a cluster's supply, allocated and allocatable, by pool and label,
 now or at each point of a window.
 
-Pure functions over the API's JSON for Node and Pod objects (plain dicts); no I/O. The
+Pure functions over the API's JSON for Node and Pod objects (plain dicts; pods may also be
+any `pods.PodView`, such as the typed pods of `lists`); no I/O. The
 parts, each with its rules and their sources: `nodes` (which nodes count, pools, capacity
 class, ResourceItem keys, charging a node), `pods` (which pods count, effective requests,
 instances in use, deadlines), `capacity_view` (the spec's Resource from the charged nodes,
@@ -29,7 +30,7 @@ from providers.kubernetes.nodes import (
     is_spot,
     node_reason,
 )
-from providers.kubernetes.pods import holds, marks_busy, pod_requests, returned_at
+from providers.kubernetes.pods import DictPod, PodView, pod_requests
 from providers.models import Resource
 
 # The names other modules import from here, wherever they live.
@@ -69,12 +70,13 @@ class Window:
 
 
 # (when, node, requests, busy) of a pod that gives its resources back inside a window
-_Ending = tuple[datetime, Node, dict[str, int], bool]
+_Ending = tuple[datetime, Node, Mapping[str, int], bool]
+Pods = Iterable[dict[str, Any] | PodView]  # the API's JSON, or pods read by type
 
 
 def _charge_holding(
     counted: Mapping[str, Node],
-    pods: Iterable[Mapping[str, Any]],
+    pods: Pods,
     *,
     at: datetime,
     until: datetime,
@@ -86,16 +88,17 @@ def _charge_holding(
     # `returned_at` is never before the second after now, so a window that ends by now
     # (the present view) cannot see a pod returned: the same rule, without the parsing.
     deadlines = until > now.replace(microsecond=0)
-    for pod in pods:
-        spec = pod.get("spec")
-        node = counted.get(spec.get("nodeName") or "") if spec else None
-        if node is None or not holds(pod):
+    for item in pods:
+        pod = DictPod(item) if isinstance(item, dict) else item
+        bound = pod.node_name()
+        node = counted.get(bound) if bound is not None else None
+        if node is None or not pod.holds():
             continue
-        returned = returned_at(pod, now) if deadlines else None
+        returned = pod.returned_at(now) if deadlines else None
         if returned is not None and returned <= at:
             continue
-        requests = pod_requests(pod)
-        busy = marks_busy(pod)
+        requests = pod.requests()
+        busy = pod.marks_busy()
         charge(node, requests, 1)
         if busy:
             node.busy += 1
@@ -128,7 +131,7 @@ def _views(
 
 def predictions(
     nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
+    pods: Pods,
     rules: PoolRules | None = None,
     *,
     region_name: str,
@@ -155,7 +158,7 @@ def predictions(
 
 def compute(
     nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
+    pods: Pods,
     rules: PoolRules | None = None,
     *,
     region_name: str,

@@ -2,7 +2,8 @@
 
 Regions are the kubeconfig's contexts (one cluster each; `--region` or `--context` picks
 one, the current context otherwise). `resources` lists nodes and the pods that hold
-resources (paged, never all in one answer) and sums them (providers/kubernetes/capacity.py);
+resources (paged, never all in one answer; each page read by type, `lists`, the next one
+fetched meanwhile when fetching is mostly waiting) and sums them (capacity.py);
 nodes that are NotReady or cordoned are left out of supply and reported on stderr.
 Nodes whose pods hold more than they offer are named on stderr too (and in `pricing`'s
 notes). `types` reads each node's `status.capacity` (the machine's shape, whatever is
@@ -142,8 +143,13 @@ class KubernetesCatalog:
     def _region_name(self, region: RegionSpec | None) -> str:
         return self.client(region).connection.context
 
-    def _nodes(self, client: KubeClient) -> list[dict[str, Any]]:
-        return client.collect(NODES, list)
+    def _nodes(self, client: KubeClient, *, whole: bool = True) -> list[dict[str, Any]]:
+        """The nodes; only the fields the arithmetic reads unless `whole`."""
+        if whole:
+            return client.collect(NODES, list, prefetch=True)
+        from providers.kubernetes.lists import node_page
+
+        return client.collect(NODES, list, page=node_page, prefetch=True)
 
     def _report_excluded(self, excluded: list[tuple[str, str]]) -> None:
         if excluded:
@@ -178,20 +184,25 @@ class KubernetesCatalog:
         return [_type_spec(name, shapes, context) for name, shapes in sorted(by_type.items())]
 
     def _summary(
-        self, opts: ResourceListOptions, *, warn: bool = True
+        self, opts: ResourceListOptions, *, warn: bool = True, whole: bool = False
     ) -> tuple[list[dict[str, Any]], Summary]:
+        """The view now, and the nodes (whole ones, for pricing, with `whole`)."""
         if opts.filter and opts.filter.resource_selectors:
             raise UsageError("kubernetes takes no --select; use --region or --context")
+        from providers.kubernetes.lists import pod_page
+
         client = self.client(opts.region)
         now = self._clock()
         with _no_gc():
-            nodes = self._nodes(client)
+            nodes = self._nodes(client, whole=whole)
             summary = client.collect(
                 PODS,
                 lambda pods: compute(
                     nodes, pods, self.rules, region_name=client.connection.context, now=now
                 ),
                 params=HOLDING_PODS,
+                page=pod_page,
+                prefetch=True,
             )
         self._report_excluded(summary.excluded)
         if warn:  # pricing says it in its notes instead, which a table prints once
@@ -206,11 +217,13 @@ class KubernetesCatalog:
             raise UsageError("a window needs --start")
         if opts.filter and opts.filter.resource_selectors:
             raise UsageError("kubernetes takes no --select; use --region or --context")
+        from providers.kubernetes.lists import pod_page
+
         client = self.client(opts.region)
         start, end = opts.start_time, opts.end_time or opts.start_time
         now = self._clock()
         with _no_gc():
-            nodes = self._nodes(client)
+            nodes = self._nodes(client, whole=False)
             window = client.collect(
                 PODS,
                 lambda pods: predictions(
@@ -223,6 +236,8 @@ class KubernetesCatalog:
                     now=now,
                 ),
                 params=HOLDING_PODS,
+                page=pod_page,
+                prefetch=True,
             )
         self._report_excluded(window.excluded)
         self._report_overcommitted(window.overcommitted)
@@ -231,7 +246,7 @@ class KubernetesCatalog:
     def list_pricing(self, opts: ResourceListOptions) -> list[ResourcePricing]:
         from providers.kubernetes.pricing import price_pools
 
-        nodes, summary = self._summary(opts, warn=False)
+        nodes, summary = self._summary(opts, warn=False, whole=True)
         pricing = price_pools(summary.resource, nodes, self.settings)
         context = summary.resource.region.name if summary.resource.region else ""
         pricing.shapes = {

@@ -14,7 +14,13 @@ re-runs an exec plugin or re-reads a tokenFile, once, first. A redirect is not f
 Paging: `list` follows `metadata.continue`. A continue token that expired (410 Gone, reason
 Expired) cannot be resumed, and items already yielded cannot be taken back, so `list` raises
 ListExpiredError; `collect` runs a consumer over a list and restarts it once from the
-beginning on that error, as the docs tell clients to do.
+beginning on that error, as the docs tell clients to do. A list can read its pages with a
+`PageReader` (a typed decoder of the few fields its caller reads; a page it cannot read
+goes the standard way, `json.loads`, with the standard errors), and with `prefetch` fetch
+the next page on a thread while the caller works through this one, when fetching a page is
+mostly waiting for the server and the link (`_Prefetcher` says when): the continue token is
+guessed from the page's head (`metadata` comes before `items`) and the guess is checked
+against the page once it is read; a wrong guess is fetched again, as asked.
 
 Docs:
 - https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks
@@ -27,9 +33,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from providers.core.errors import (
     CredentialsError,
@@ -39,7 +47,7 @@ from providers.core.errors import (
     ShoalError,
     UsageError,
 )
-from providers.core.http.client import HttpClient, Request
+from providers.core.http.client import HttpClient, Request, release
 from providers.core.http.policy import ErrorMap, Kind, RetryPolicy, Rule
 from providers.core.urls import display
 from providers.kubernetes.connection import Connection
@@ -51,7 +59,17 @@ if TYPE_CHECKING:
     import httpx
 
 T = TypeVar("T")
+I_co = TypeVar("I_co", covariant=True)
 Json = dict[str, Any]
+
+
+class PageReader(Protocol[I_co]):
+    """A list page's bytes -> (continue token, resourceVersion, items), or None for a page
+    it does not read (then the standard decoding reads it, and says what is wrong with it).
+    Items are what the caller iterates: the reader's own, or the JSON objects of pages it
+    left to the standard decoding."""
+
+    def __call__(self, body: bytes) -> tuple[str, str, Sequence[I_co]] | None: ...
 
 
 class ExpiredError(RetryableError):
@@ -167,23 +185,31 @@ class KubeClient:
         return self._object("DELETE", path, response) if response.content else None
 
     def list(
-        self, path: str, params: Mapping[str, str] | None = None, limit: int = 500
-    ) -> Iterator[Json]:
-        """Every item of a list, page by page (`limit` per page; 0 asks for all at once)."""
+        self,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        limit: int = 500,
+        *,
+        page: PageReader[T] | None = None,
+        prefetch: bool = False,
+    ) -> Generator[Json | T, None, None]:
+        """Every item of a list, page by page (`limit` per page; 0 asks for all at once);
+        `page` and `prefetch` as the module docstring says."""
         query = dict(params or {})
         if limit > 0:
             query["limit"] = str(limit)
         read = 0
+        fetcher = _Prefetcher(self._fetch, _guess_next if prefetch else None)
+
+        def read_page(request: Request) -> tuple[str, Sequence[Json | T]]:
+            nonlocal read
+            response = fetcher.get(request)
+            read += 1
+            return self._page(response, path, page)
+
         try:
-            for page in self.http.pages(Request(path, query), _next_page):
-                read += 1
-                if not isinstance(page, dict):
-                    raise ShoalError(f"kubernetes: GET {path}: expected a JSON object")
-                items = page.get("items")
-                if items is not None and not isinstance(items, list):
-                    raise ShoalError(f"kubernetes: GET {path}: the answer's items is not a list")
-                self.last_resource_version = str(_meta(page).get("resourceVersion") or "")
-                yield from items or ()
+            for _, items in self.http.pages(Request(path, query), _next, read=read_page):
+                yield from items
         except ExpiredError:
             if read:
                 raise ListExpiredError(
@@ -191,20 +217,67 @@ class KubeClient:
                     "Expired continue token); run again"
                 ) from None
             raise
+        finally:
+            fetcher.close()
 
     def collect(
         self,
         path: str,
-        consume: Callable[[Iterator[Json]], T],
+        consume: Callable[[Iterator[Any]], T],
         params: Mapping[str, str] | None = None,
         limit: int = 500,
+        *,
+        page: PageReader[Any] | None = None,
+        prefetch: bool = False,
     ) -> T:
         """`consume(items)` over a whole list; restarted once from the first page when the
         continue token expires mid-way (consume must start from scratch each call)."""
         try:
-            return consume(self.list(path, params, limit))
+            return self._consume(path, consume, params, limit, page, prefetch)
         except ListExpiredError:
-            return consume(self.list(path, params, limit))
+            return self._consume(path, consume, params, limit, page, prefetch)
+
+    def _consume(
+        self,
+        path: str,
+        consume: Callable[[Iterator[Any]], T],
+        params: Mapping[str, str] | None,
+        limit: int,
+        page: PageReader[Any] | None,
+        prefetch: bool,
+    ) -> T:
+        items = self.list(path, params, limit, page=page, prefetch=prefetch)
+        try:
+            return consume(items)
+        finally:
+            items.close()  # now, not when collected: a page fetched ahead is waited for
+
+    def _fetch(self, request: Request) -> httpx.Response:
+        return self.http.request(
+            "GET", request.target, params=request.params, headers=request.headers
+        )
+
+    def _page(
+        self, response: httpx.Response, path: str, page: PageReader[T] | None
+    ) -> tuple[str, Sequence[Json | T]]:
+        """(continue token, items) of a list page, by the reader when it reads the page."""
+        body = response.content
+        read = page(body) if page is not None and _utf8(body) else None
+        if read is not None:
+            release(response)
+            self.last_resource_version = read[1]
+            return read[0], read[2]
+        value = self.http.decode(response, "GET", path)
+        release(response)
+        if not isinstance(value, dict):
+            raise ShoalError(f"kubernetes: GET {path}: expected a JSON object")
+        found = value.get("items")
+        if found is not None and not isinstance(found, list):
+            raise ShoalError(f"kubernetes: GET {path}: the answer's items is not a list")
+        meta = _meta(value)
+        self.last_resource_version = str(meta.get("resourceVersion") or "")
+        token = meta.get("continue")
+        return (str(token) if token else ""), found or []
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -264,7 +337,116 @@ def _meta(page: Json) -> Json:
     return meta if isinstance(meta, dict) else {}
 
 
-def _next_page(page: Any, request: Request) -> Request | None:
+def _next(page: tuple[str, Any], request: Request) -> Request | None:
     """The next page of a list: its `metadata.continue` token, if it has one."""
-    token = _meta(page).get("continue") if isinstance(page, dict) else None
+    return request.with_params(**{"continue": page[0]}) if page[0] else None
+
+
+# The head of a list page as the API server writes it (kind, apiVersion, then metadata, a
+# flat object, before the items): enough to guess the next page's request.
+_HEAD = re.compile(
+    rb'\s*\{\s*(?:"(?:kind|apiVersion)"\s*:\s*"[^"\\]*"\s*,\s*)*"metadata"\s*:\s*(\{[^{}]*\})'
+)
+
+
+def _utf8(body: bytes) -> bool:
+    """Whether the body is UTF-8 (what json.loads asks of it, and a typed reader does not
+    check in the fields it skips)."""
+    if body.isascii():
+        return True
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _guess_next(body: bytes, request: Request) -> Request | None:
+    """The next page's request from the page's head, without reading the page; None when the
+    head does not tell (the page is read first then)."""
+    head = _HEAD.match(body, 0, 4096)
+    if head is None:
+        return None
+    try:
+        meta = json.loads(head.group(1))
+    except ValueError:
+        return None
+    token = meta.get("continue") if isinstance(meta, dict) else None
     return request.with_params(**{"continue": str(token)}) if token else None
+
+
+class _Prefetcher:
+    """Fetches a list's pages: the asked one, and, with a `guess`, the one after it on a
+    thread while the caller reads this one, when fetching is mostly waiting: a page fetched
+    in turn spent twice as long waiting for the server and the link as working (its wall
+    time against this thread's CPU time; a busy machine's preemptions rarely make that
+    much). Every PROBE-th page is fetched in turn, to time that again. When answers come as
+    fast as they are parsed (loopback, a server's cache), fetching is work, not waiting:
+    httpx parses each 64 KB of a body in Python, holding the interpreter's lock, so a
+    thread would only contend with the caller for it; then every page is fetched in turn.
+    Only one request is in flight at a time (the HTTP client is not thread-safe): asking
+    for another page, or closing, waits for it."""
+
+    PROBE = 16
+    MIN_WAIT = 0.001  # seconds of waiting per page below which a thread cannot pay
+
+    def __init__(
+        self,
+        fetch: Callable[[Request], httpx.Response],
+        guess: Callable[[bytes, Request], Request | None] | None,
+        clocks: tuple[Callable[[], float], Callable[[], float]] = (
+            time.perf_counter,
+            time.thread_time,
+        ),
+    ) -> None:
+        self._fetch, self._guess, self._clocks = fetch, guess, clocks
+        self._ahead: tuple[threading.Thread, Request, list[Any]] | None = None
+        self._waiting = False  # whether the last page fetched in turn was mostly waiting
+        self._pages = 0
+
+    def get(self, request: Request) -> httpx.Response:
+        ahead, self._ahead = self._ahead, None
+        result: Any = None
+        if ahead is not None:
+            thread, asked, box = ahead
+            thread.join()
+            if asked == request:
+                result = box[0]
+                if isinstance(result, BaseException):
+                    raise result
+            else:  # a wrong guess: fetched for nothing
+                _close(box[0])
+        if result is None:
+            wall, cpu = (clock() for clock in self._clocks)
+            result = self._fetch(request)
+            wall, cpu = self._clocks[0]() - wall, self._clocks[1]() - cpu
+            self._waiting = wall - cpu > max(2 * cpu, self.MIN_WAIT)
+        self._pages += 1
+        if self._guess is not None and self._waiting and self._pages % self.PROBE:
+            following = self._guess(result.content, request)
+            if following is not None:
+                box = [None]
+                thread = threading.Thread(
+                    target=self._run, args=(following, box), name="shoal-page", daemon=True
+                )
+                thread.start()
+                self._ahead = (thread, following, box)
+        return result  # type: ignore[no-any-return]
+
+    def _run(self, request: Request, box: list[Any]) -> None:
+        try:
+            box[0] = self._fetch(request)
+        except BaseException as exc:  # handed to the reader, raised there
+            box[0] = exc
+
+    def close(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead[0].join()
+            _close(ahead[2][0])
+
+
+def _close(result: Any) -> None:
+    """Let a page fetched for nothing go (its answer, or the error fetching it)."""
+    if result is not None and not isinstance(result, BaseException):
+        release(result)

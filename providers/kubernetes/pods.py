@@ -1,7 +1,9 @@
 """What a pod holds and until when: its effective requests, whether it marks its node as
 in use, and the second its deadline gives its resources back.
 
-Pure functions over the API's JSON for Pod objects (plain dicts); no I/O.
+Pure functions over the API's JSON for Pod objects (plain dicts); no I/O. `PodView` is what
+the arithmetic asks of a pod: `DictPod` answers it for such a dict, and `lists.Pod` for a
+pod read by type from a list page (through these same functions).
 
 Which pods count. Pods bound to a counted node (`spec.nodeName`) whose phase is neither
 `Succeeded` nor `Failed` (those hold nothing). A pod's request for each resource is its
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from providers.core.errors import ShoalError, UsageError
 from providers.kubernetes.quantity import MILLI_CACHE, milli
@@ -137,7 +139,6 @@ def marks_busy(pod: Mapping[str, Any]) -> bool:
     return all(ref.get("kind") != "DaemonSet" for ref in meta.get("ownerReferences") or ())
 
 
-
 def _time(value: Any, where: str) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
@@ -178,3 +179,42 @@ def returned_at(pod: Mapping[str, Any], now: datetime) -> datetime | None:
         return None
     return max(_ceil_second(deadline), now.replace(microsecond=0) + timedelta(seconds=1))
 
+
+class PodView(Protocol):
+    """What the arithmetic asks of a pod, in the order it asks (capacity._charge_holding)."""
+
+    def node_name(self) -> Any:
+        """`spec.nodeName` (`""` for none); None when the pod has no spec."""
+
+    def holds(self) -> bool: ...
+
+    def returned_at(self, now: datetime) -> datetime | None: ...
+
+    def requests(self) -> Mapping[str, int]: ...
+
+    def marks_busy(self) -> bool: ...
+
+
+class DictPod:
+    """A pod's JSON as a PodView."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.obj = obj
+
+    def node_name(self) -> Any:
+        spec = self.obj.get("spec")
+        return (spec.get("nodeName") or "") if spec else None
+
+    def holds(self) -> bool:
+        return holds(self.obj)
+
+    def returned_at(self, now: datetime) -> datetime | None:
+        return returned_at(self.obj, now)
+
+    def requests(self) -> Mapping[str, int]:
+        return pod_requests(self.obj)
+
+    def marks_busy(self) -> bool:
+        return marks_busy(self.obj)

@@ -21,8 +21,9 @@ sys.stdout.flush()
 sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
 
-# pydantic checks input, imported only where there is some (providers/core/schema.py).
-NEVER_AT_START = {"httpx", "yaml", "boto3", "botocore", "pydantic", "pydantic_core"}
+# pydantic checks input, imported only where there is some (providers/core/schema.py);
+# msgspec reads Kubernetes list pages, imported only by the views that read them.
+NEVER_AT_START = {"httpx", "yaml", "boto3", "botocore", "pydantic", "pydantic_core", "msgspec"}
 JSON_COMMANDS = (["regions", "--json"], ["resources", "--json"], ["status", "--json"])
 
 
@@ -107,3 +108,15 @@ def test_cloud_answers_from_the_cache_do_not_import_pydantic(home: Path) -> None
             for cached in ([*ask, "--offline"], ask):  # --offline, then a fresh cache
                 loaded, again = _probe(home, *cached, env=env)
                 assert "pydantic" not in _top(loaded) and json.loads(again) == json.loads(said)
+
+
+def test_msgspec_is_imported_only_by_the_kubernetes_views_that_read_lists() -> None:
+    probe = (
+        "import sys, providers.kubernetes.catalog, providers.kubernetes.capacity, "
+        "providers.kubernetes.client, drivers.kubernetes.fit\n"
+        "print('msgspec' in sys.modules)\n"
+        "import providers.kubernetes.lists\n"
+        "print('msgspec' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]

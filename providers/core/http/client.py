@@ -325,13 +325,18 @@ class HttpClient:
         next_of: Callable[[Any, Request], Request | None],
         *,
         limit: int = 10_000,
+        read: Callable[[Request], Any] | None = None,
     ) -> Iterator[Any]:
         """Every page of a paged list: `first`, then what `next_of(page, its request)` says
         (a next link, a page token, a continue token) until it says None. A request that
-        repeats one already made, or more than `limit` pages, is an error."""
+        repeats one already made, or more than `limit` pages, is an error. A page is its
+        GET's JSON, or what `read(request)` makes of it."""
         request, seen = first, [first]
         for _ in range(limit):
-            page = self.get_json(request.target, params=request.params, headers=request.headers)
+            if read is not None:
+                page = read(request)
+            else:
+                page = self.get_json(request.target, params=request.params, headers=request.headers)
             yield page
             following = next_of(page, request)
             if following is None:

@@ -19,8 +19,10 @@ nodes, pods and jobs, for tests and the benchmark.
   carries a continue token), `reply` (a hostile server: any status, reason phrase, headers and
   body, before authentication).
 
-Objects are serialised once, when stored; a list answer joins pre-made bytes, so 5,000 nodes
-and 100,000 pods page out quickly. State is one dict per resource under one lock.
+Objects are serialised once, when stored; a list answer joins pre-made bytes, and is kept
+until the next change, so the same page asked again (the benchmark's runs) is sent as stored
+bytes, with no work per request that a real server's watch cache would not skip either.
+State is one dict per resource under one lock.
 """
 
 from __future__ import annotations
@@ -162,6 +164,9 @@ class ApiServer:
         self.tokens = set(tokens)
         self.client_certs = client_certs if certs is not None else "none"
         self.graceful_pods = graceful_pods
+        # A link slower than loopback (bytes per second; 0: as fast as loopback goes): the
+        # benchmark's model of a real network, or of a server that takes time per page.
+        self.link_rate = 0.0
         self.forbidden_namespaces: set[str] = set()
         self.seen: list[Seen] = []
         self.deletions: list[tuple[str, str, str, int | None]] = []  # resource, ns, name, grace
@@ -172,6 +177,8 @@ class ApiServer:
         self._run = str(uuid.uuid4())[:23]
         self._keys: dict[str, list[str]] = {name: [] for name in KINDS}
         self._objs: dict[str, dict[str, _Obj]] = {name: {} for name in KINDS}
+        # list answers by (resource, namespace, query), until the next change of any object
+        self._pages: dict[tuple[str, str, str], bytes] = {}
         self._logs: dict[str, bytearray] = {}  # namespace/name -> what the pod wrote
         context: ssl.SSLContext | None = None
         if certs is not None:
@@ -231,6 +238,7 @@ class ApiServer:
                 if key not in store:
                     fresh.append(key)
                 store[key] = self._pack(kind, obj)
+            self._pages.clear()
             if fresh:
                 keys.extend(fresh)
                 keys.sort()
@@ -248,6 +256,7 @@ class ApiServer:
                     obj[section] = value
             obj["metadata"]["resourceVersion"] = self._next_rv()
             self._objs[resource][key] = self._pack(kind, obj)
+            self._pages.clear()
 
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
         kind = KINDS[resource]
@@ -313,6 +322,7 @@ class ApiServer:
         if index < len(keys) and keys[index] == key:
             del keys[index]
         del self._objs[resource][key]
+        self._pages.clear()
 
     def _complete(
         self, kind: Kind, obj: dict[str, Any], namespace: str, now: str = ""
@@ -452,6 +462,8 @@ class ApiServer:
     def _route(
         self, method: str, path: str, query: dict[str, list[str]], body: bytes
     ) -> tuple[int, bytes | Iterator[bytes], dict[str, str]]:
+        if method == "GET" and path.rstrip("/") in _DISCOVERY:
+            return 200, _discovery(path.rstrip("/"), self.port), {}
         log = _LOG.match(path)
         if log is not None and method == "GET":
             return 200, self._log(log.group(1), log.group(2), query), {"Content-Type": "text/plain"}
@@ -476,7 +488,12 @@ class ApiServer:
                 kind=kind.resource,
             )
         if verb == "list":
-            return 200, self._list(kind, namespace, query), {}
+            asked = (kind.resource, namespace, repr(sorted(query.items())))
+            with self._lock:
+                page = self._pages.get(asked)
+                if page is None:
+                    page = self._pages[asked] = self._list(kind, namespace, query)
+            return 200, page, {}
         if verb == "get":
             return 200, self._get(kind, namespace, name).raw, {}
         if verb == "create":
@@ -604,6 +621,7 @@ class ApiServer:
             packed = self._pack(kind, complete)
             self._objs[kind.resource][key] = packed
             bisect.insort(self._keys[kind.resource], key)
+            self._pages.clear()
         return packed.raw
 
     def _delete(
@@ -632,6 +650,7 @@ class ApiServer:
                     meta["resourceVersion"] = self._next_rv()
                     packed = self._pack(kind, obj)
                     self._objs[kind.resource][key] = packed
+                    self._pages.clear()
                     return packed.raw
                 self._remove(kind.resource, key)
                 return json.dumps(obj).encode()
@@ -644,6 +663,58 @@ class ApiServer:
             "uid": obj["metadata"]["uid"],
         }
         return status_body(200, "", "", details)
+
+
+# -- discovery ---------------------------------------------------------------------------------
+# What kubectl asks before a list (legacy discovery: a plain application/json answer to /api
+# and /apis makes it read /api/v1 and each group's version), and /version, which the Google
+# Cloud SDK's kubectl dispatcher asks to pick its binary.
+
+_DISCOVERY = ("/api", "/apis", "/api/v1", "/apis/batch/v1", "/version")
+_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+def _resource(kind: Kind, short: str) -> dict[str, Any]:
+    return {
+        "name": kind.resource,
+        "singularName": kind.kind.lower(),
+        "namespaced": kind.namespaced,
+        "kind": kind.kind,
+        "verbs": _VERBS,
+        "shortNames": [short],
+    }
+
+
+def _discovery(path: str, port: int) -> bytes:
+    body: dict[str, Any]
+    if path == "/api":
+        body = {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{port}"}
+            ],
+        }
+    elif path == "/apis":
+        batch = {"groupVersion": "batch/v1", "version": "v1"}
+        body = {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [{"name": "batch", "versions": [batch], "preferredVersion": batch}],
+        }
+    elif path == "/version":
+        body = {"major": "1", "minor": "31", "gitVersion": "v1.31.2", "platform": "linux/amd64"}
+    else:
+        group = path.removeprefix("/apis/").removeprefix("/api/")
+        kinds = [(KINDS["nodes"], "no"), (KINDS["pods"], "po")] if group == "v1" else []
+        kinds += [(KINDS["jobs"], "job")] if group == "batch/v1" else []
+        body = {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group,
+            "resources": [_resource(kind, short) for kind, short in kinds],
+        }
+    return json.dumps(body).encode()
 
 
 # -- selectors ---------------------------------------------------------------------------------
@@ -784,7 +855,7 @@ def _make_handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
             if isinstance(payload, bytes):
-                self.wfile.write(payload)
+                _send(self.wfile, payload, api.link_rate)
                 return
             for chunk in payload:
                 self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
@@ -796,6 +867,20 @@ def _make_handler(api: ApiServer) -> type[BaseHTTPRequestHandler]:
         do_DELETE = _serve
 
     return _Handler
+
+
+def _send(out: Any, payload: bytes, rate: float) -> None:
+    """The payload, at `rate` bytes per second when there is one."""
+    if not rate:
+        out.write(payload)
+        return
+    start, step = time.perf_counter(), 1 << 18
+    view = memoryview(payload)
+    for at in range(0, len(payload), step):
+        out.write(view[at : at + step])
+        ahead = start + (at + step) / rate - time.perf_counter()
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 # -- object builders ---------------------------------------------------------------------------

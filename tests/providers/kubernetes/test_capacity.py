@@ -599,40 +599,40 @@ def test_malformed_node_quantity_names_node_and_field() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("p", "field"),
-    [
-        (
-            pod("t", "n", namespace="ml", containers=[container(requests={"cpu": "two"})]),
-            "spec.containers[0].resources.requests.cpu",
+MALFORMED_PODS = [
+    (
+        pod("t", "n", namespace="ml", containers=[container(requests={"cpu": "two"})]),
+        "spec.containers[0].resources.requests.cpu",
+    ),
+    (
+        pod("t", "n", namespace="ml", containers=[container(limits={"memory": "1GB"})]),
+        "spec.containers[0].resources.limits.memory",
+    ),
+    (
+        pod(
+            "t",
+            "n",
+            namespace="ml",
+            containers=[container(), container("b", requests={"cpu": "1x"})],
         ),
-        (
-            pod("t", "n", namespace="ml", containers=[container(limits={"memory": "1GB"})]),
-            "spec.containers[0].resources.limits.memory",
-        ),
-        (
-            pod(
-                "t",
-                "n",
-                namespace="ml",
-                containers=[container(), container("b", requests={"cpu": "1x"})],
-            ),
-            "spec.containers[1].resources.requests.cpu",
-        ),
-        (
-            pod("t", "n", namespace="ml", init=[container("i", requests={"cpu": "-"})]),
-            "spec.initContainers[0].resources.requests.cpu",
-        ),
-        (
-            pod("t", "n", namespace="ml", overhead={"memory": "lots"}),
-            "spec.overhead.memory",
-        ),
-        (
-            pod("t", "n", namespace="ml", pod_requests={"cpu": "1 core"}),
-            "spec.resources.requests.cpu",
-        ),
-    ],
-)
+        "spec.containers[1].resources.requests.cpu",
+    ),
+    (
+        pod("t", "n", namespace="ml", init=[container("i", requests={"cpu": "-"})]),
+        "spec.initContainers[0].resources.requests.cpu",
+    ),
+    (
+        pod("t", "n", namespace="ml", overhead={"memory": "lots"}),
+        "spec.overhead.memory",
+    ),
+    (
+        pod("t", "n", namespace="ml", pod_requests={"cpu": "1 core"}),
+        "spec.resources.requests.cpu",
+    ),
+]
+
+
+@pytest.mark.parametrize(("p", "field"), MALFORMED_PODS)
 def test_malformed_pod_quantity_names_pod_and_field(p: dict[str, Any], field: str) -> None:
     n = node("n", labels={})
     with pytest.raises(ShoalError, match=r"is not a quantity") as err:

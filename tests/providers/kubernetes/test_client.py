@@ -10,6 +10,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,10 +27,12 @@ from providers.core.errors import (
     ShoalError,
     UsageError,
 )
+from providers.core.http.client import Request
 from providers.core.http.policy import RetryPolicy
-from providers.kubernetes.client import KubeClient, ListExpiredError
+from providers.kubernetes.client import ExpiredError, KubeClient, ListExpiredError, _Prefetcher
 from providers.kubernetes.connection import Connection, ExecSpec
 from providers.kubernetes.exec_plugin import forget_exec_credentials
+from providers.kubernetes.lists import Pod, pod_page
 from tests.providers.kubernetes.apiserver import ApiServer, node, pod, status_body
 from tests.providers.kubernetes.certs import OPENSSL_MISSING, Certs, have_openssl, make_certs
 
@@ -81,6 +84,114 @@ def test_list_pages_with_limit_and_continue(api: ApiServer, client: KubeClient) 
     assert "continue" not in pages[0].query and "continue" in pages[2].query
     assert client.last_resource_version.isdigit()
     assert all(r.headers["authorization"] == f"Bearer {TOKEN}" for r in pages)
+
+
+def test_prefetch_reads_the_same_pages_in_the_same_order(
+    api: ApiServer, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.add_many("pods", (pod(f"p{i:04d}", node_name=f"n{i % 3}") for i in range(1234)))
+    api.link_rate = 2e6  # a slow link: fetching is mostly waiting, so pages come ahead
+    fetch, threads = client._fetch, []
+
+    def recorded(request: Request) -> Any:
+        threads.append(threading.current_thread().name)
+        return fetch(request)
+
+    monkeypatch.setattr(client, "_fetch", recorded)
+    names = [p["metadata"]["name"] for p in client.list(PODS, limit=500, prefetch=True)]
+    assert names == [f"p{i:04d}" for i in range(1234)]
+    pages = api.requests("GET", PODS)
+    assert [r.query.get("continue") is None for r in pages] == [True, False, False]
+    assert len({r.query["continue"][0] for r in pages[1:]}) == 2
+    # the first in turn (its time includes the client's set-up), then at least one ahead
+    assert threads[0] == "MainThread" and threads[-1] == "shoal-page"
+
+
+def test_a_page_reader_reads_its_pages_and_leaves_the_others(
+    api: ApiServer, client: KubeClient
+) -> None:
+    api.add_many("pods", (pod(f"p{i}", node_name="n1") for i in range(3)))
+    read = list(client.list(PODS, limit=2, page=pod_page, prefetch=True))
+    assert [type(p) for p in read] == [Pod] * 3
+    # a pod the reader's types do not fit: that page comes as the JSON objects
+    odd = b'{"kind":"PodList","metadata":{},"items":[{"metadata":{"ownerReferences":[7]}}]}'
+    api.fault("reply", status=200, body=odd)
+    assert list(client.list(PODS, page=pod_page)) == [{"metadata": {"ownerReferences": [7]}}]
+    # not UTF-8 in a field the reader would skip: the standard reading's error
+    api.fault("reply", status=200, body=b'{"items":[{"x":"\xff"}]}')
+    with pytest.raises(ShoalError, match="answered malformed JSON"):
+        list(client.list(PODS, page=pod_page))
+
+
+class _Answer:
+    """What the prefetcher needs of an answer: its body, which `release` lets go."""
+
+    def __init__(self, content: bytes) -> None:
+        self.content = self._content = content
+
+
+class _Clocks:
+    """Wall and CPU clocks that a fake fetch advances: `waiting` of each fetch's time is
+    spent waiting (for the server, the link), the rest working."""
+
+    def __init__(self, waiting: float) -> None:
+        self.wall = self.cpu = 0.0
+        self.waiting = waiting
+
+    def fetched(self, seconds: float = 0.01) -> None:
+        self.wall += seconds
+        self.cpu += seconds * (1 - self.waiting)
+
+    def pair(self) -> tuple[Any, Any]:
+        return (lambda: self.wall), (lambda: self.cpu)
+
+
+def _pages(clocks: _Clocks, after: dict[str, str], fail: str = "") -> tuple[Any, list[Any]]:
+    """A prefetcher over fake pages named by their targets; what it fetched, and where."""
+    asked: list[Any] = []
+    failure = ExpiredError(f"410 for page {fail}")
+
+    def fetch(request: Request) -> Any:
+        asked.append((request.target, threading.current_thread() is threading.main_thread()))
+        clocks.fetched()
+        if request.target == fail:
+            raise failure
+        return _Answer(request.target.encode())
+
+    def guess(body: bytes, request: Request) -> Request | None:
+        following = after.get(body.decode())
+        return Request(following) if following else None
+
+    return _Prefetcher(fetch, guess, clocks.pair()), asked
+
+
+def test_prefetcher_fetches_ahead_while_fetching_is_mostly_waiting() -> None:
+    fetcher, asked = _pages(_Clocks(waiting=0.9), {"1": "2", "2": "wrong", "3": "bad"}, "bad")
+    assert fetcher.get(Request("1")).content == b"1"  # in turn; "2" fetched ahead
+    assert fetcher.get(Request("2")).content == b"2"  # the one fetched ahead
+    assert fetcher.get(Request("3")).content == b"3"  # not the guess: fetched as asked
+    with pytest.raises(ExpiredError, match="410 for page bad"):  # the guessed fetch's error
+        fetcher.get(Request("bad"))
+    fetcher.close()
+    assert asked == [("1", True), ("2", False), ("wrong", False), ("3", True), ("bad", False)]
+
+
+def test_prefetcher_fetches_in_turn_while_fetching_is_work() -> None:
+    fetcher, asked = _pages(_Clocks(waiting=0.5), {str(n): str(n + 1) for n in range(9)})
+    for n in range(1, 5):
+        fetcher.get(Request(str(n)))
+    fetcher.close()
+    assert asked == [(str(n), True) for n in range(1, 5)]
+
+
+def test_prefetcher_times_the_link_again_every_probe_pages() -> None:
+    fetcher, asked = _pages(_Clocks(waiting=0.9), {str(n): str(n + 1) for n in range(9)})
+    fetcher.PROBE = 3
+    for n in range(1, 8):
+        assert fetcher.get(Request(str(n))).content == str(n).encode()
+    fetcher.close()
+    assert [n for n, in_turn in asked if in_turn] == ["1", "4", "7"]
+    assert [n for n, _ in asked] == [str(n) for n in range(1, 9)]  # and 8, ahead, let go
 
 
 def test_list_selectors_reach_the_server(api: ApiServer, client: KubeClient) -> None:
