@@ -27,6 +27,7 @@ retries, a malformed answer) fails the region, and so the fetch, with its one-li
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -80,6 +81,7 @@ QUOTAS_TARGET = "ServiceQuotasV20190624."
 PAGE_SIZE = 1000  # DescribeInstances and DescribeCapacityReservations: at most 1000
 QUOTA_PAGE_SIZE = 100  # ListServiceQuotas: at most 100
 TYPES_PER_CALL = 100
+MAX_QUOTA = 1e15  # past any real quota, as providers/core/payload.py caps amounts
 CREDENTIALS_HINT = (
     f"set {ENV_AWS_ACCESS_KEY_ID} and {ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN} "
     f"for temporary credentials), or {ENV_AWS_PROFILE} to a profile of ~/.aws/credentials"
@@ -414,8 +416,8 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
     quotas: list[Quota] = []
     skipped = 0
     for code, entry in sorted(listed.items()):
-        value = entry.get("Value")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        value = _limit(entry.get("Value"))
+        if value is None:
             skipped += 1
             continue
         known = BY_CODE.get(code)
@@ -427,7 +429,7 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
                 group=known.group if known else "other",
                 market=known.market if known else "onDemand",
                 resource=("cpu", "vcpu") if known else ("quota", code),
-                limit=float(value),
+                limit=value,
                 used=used.get(code),
                 scope="global" if entry.get("GlobalQuota") is True else "region",
                 gpus=quota_gpus(code),
@@ -440,8 +442,22 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
             f"applied value for them): {', '.join(defaulted)}"
         )
     if skipped:
-        state.notes.append(f"{skipped} ec2 quota(s) without a numeric value left out")
+        state.notes.append(
+            f"{skipped} ec2 quota(s) left out: their value is not a number from 0 to 1e15"
+        )
     return quotas
+
+
+def _limit(value: object) -> float | None:
+    """A quota's value as a number, or None: not a number, not finite (`1e400` decodes to
+    infinity), negative or past any real quota (a hostile or broken answer)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
+    return number if math.isfinite(number) and 0 <= number <= MAX_QUOTA else None
 
 
 def _used(usage: list[InstanceUsage]) -> dict[str, float | None]:

@@ -28,6 +28,7 @@ from providers.aws.sigv4 import Credentials, canonical_query, sign
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.core.errors import CredentialsError, RetryableError, ShoalError
 from providers.core.http.policy import Failure, Rule
+from providers.core.numbers import reject_constant
 
 if TYPE_CHECKING:
     from xml.etree.ElementTree import Element
@@ -208,7 +209,7 @@ class Endpoint:
         action = target.rsplit(".", 1)[-1]
         response = self.http.request("POST", url, headers=signed, content=content)
         try:
-            value = json.loads(response.content)
+            value = json.loads(response.content, parse_constant=reject_constant)
         except (ValueError, RecursionError) as exc:
             raise ShoalError(f"malformed {action} response ({exc})") from None
         if not isinstance(value, dict):

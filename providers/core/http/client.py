@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from providers.core import urls
 from providers.core.errors import ShoalError, scrub
 from providers.core.http.policy import ErrorMap, Failure, Kind, RetryPolicy
+from providers.core.numbers import reject_constant
 
 if TYPE_CHECKING:
     import ssl
@@ -302,7 +303,7 @@ class HttpClient:
     def decode(self, response: httpx.Response, method: str = "GET", target: str = "") -> Any:
         """A read answer's JSON; malformed or too deeply nested JSON is the map's JSON error."""
         try:
-            return json.loads(response.content)
+            return json.loads(response.content, parse_constant=reject_constant)
         except (ValueError, RecursionError) as exc:
             where = target or str(response.url)
             raise self.fail(

@@ -407,6 +407,27 @@ def test_a_malformed_answer_fails_its_region(tmp_path: Path, aws: AwsServer) -> 
         accounts(tmp_path, aws).fetch([US])
 
 
+def test_quota_values_no_real_quota_has_are_left_out_and_counted(
+    tmp_path: Path, aws: AwsServer
+) -> None:
+    stock(aws)
+    aws.region(US).applied += [
+        quota("L-HUGE0001", 10**400),  # decodes as an int no float holds
+        quota("L-HUGE0002", 1e300),
+        quota("L-NEGATIVE", -5.0),
+    ]
+    [snap] = accounts(tmp_path, aws).fetch([US])
+    assert not {"L-HUGE0001", "L-HUGE0002", "L-NEGATIVE"} & set(by_code(snap))
+    assert any("3 ec2 quota(s) left out: their value is not a number" in n for n in snap.notes)
+
+
+def test_infinity_in_a_quota_answer_is_a_malformed_answer(tmp_path: Path, aws: AwsServer) -> None:
+    stock(aws)
+    aws.region(US).applied.append(quota("L-INFINITE", float("inf")))  # JSON's `Infinity`
+    with pytest.raises(ShoalError, match=r"ListServiceQuotas.*Infinity is not a number"):
+        accounts(tmp_path, aws).fetch([US])
+
+
 def test_a_next_token_that_repeats_ends_the_list(tmp_path: Path, aws: AwsServer) -> None:
     stock(aws)
     aws.loop.add((US, "ListServiceQuotas"))
