@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
 from providers.core.errors import UsageError
+
+# What every cloud's region names look like (us-east-1, eastus, us-central1): a region is
+# put into API hosts and paths, so anything else (`x@host/`, `../x`, non-ASCII) is refused
+# before a request could carry credentials somewhere else.
+_REGION_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def region_name(name: str, where: str = "--region") -> str:
+    """`name` if it has the shape of a cloud region's name; a usage error otherwise."""
+    if len(name) <= 64 and _REGION_NAME.match(name):
+        return name
+    from providers.core.errors import shown
+
+    raise UsageError(
+        f"{where} {shown(name)}: not a region name (lowercase letters, digits and dashes, "
+        "e.g. us-east-1, eastus, us-central1)"
+    )
 
 
 def check_region(provider: str, name: str, known: list[str]) -> str:

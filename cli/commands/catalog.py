@@ -51,7 +51,10 @@ LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Show at mo
 RegionOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--region", "-r", help="Region name (repeatable); 'all' or none for every region."
+        "--region",
+        "-r",
+        help="Region name (repeatable); 'all' for every region. None: the regions already "
+        "cached (prices), or the provider's default region.",
     ),
 ]
 SelectOpt = Annotated[list[str] | None, typer.Option("--select", "-s", help=SELECT_HELP)]

@@ -90,9 +90,10 @@ class AwsDriver:
         default_region`, the AWS profile's region, else us-east-1."""
         from providers.config import setting
         from providers.core.env import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION
+        from providers.regions import region_name
 
         env = self._settings.env
-        return (
+        chosen = (
             self.cfg.region
             or env.get(ENV_AWS_REGION, "").strip()
             or env.get(ENV_AWS_DEFAULT_REGION, "").strip()
@@ -100,6 +101,7 @@ class AwsDriver:
             or self.credentials().region
             or DEFAULT_REGION
         )
+        return region_name(chosen, "region")  # it goes into the API's host
 
     def credentials(self) -> AwsCredentials:
         if self._found is None:

@@ -12,6 +12,7 @@ secret), so two accounts on one machine never see each other's figures.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
@@ -78,6 +79,8 @@ class AccountCapacity:
         """Every region the account can use (for --region all)."""
         account = self.account()
         names, fetched_at = self.cache.account_regions(self.provider, account)
+        if not all(isinstance(n, str) for n in names):
+            names, fetched_at = [], None  # an edited cache: asked again (or refused offline)
         now = utcnow()
         if self.freshness.offline:
             names = names or sorted(self.cache.account_snapshots(self.provider, account))
@@ -172,7 +175,43 @@ def dumps(snapshot: AccountSnapshot) -> str:
 
 
 def _when(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None
+    if not isinstance(value, str):
+        return None
+    at = datetime.fromisoformat(value)
+    if at.tzinfo is None:
+        raise ValueError("a time without its zone")
+    return at
+
+
+def _number(value: object, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("not a number")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("not a finite, non-negative number")
+
+
+def _check(snapshot: AccountSnapshot) -> None:
+    """What the fields' types promise, for a payload read back from a file anyone with
+    access to the cache could have edited (a cache is never trusted to be ours)."""
+    for text in (snapshot.provider, snapshot.region, *snapshot.sources, *snapshot.notes):
+        if not isinstance(text, str):
+            raise TypeError("not a string")
+    for q in snapshot.quotas:
+        _number(q.limit)
+        _number(q.used, optional=True)
+        if len(q.resource) != 2 or not all(isinstance(part, str) for part in q.resource):
+            raise ValueError("a quota's resource is not (type, name)")
+    for u in snapshot.usage:
+        _number(u.count)
+        _number(u.vcpus, optional=True)
+        _number(u.gpus)
+    for r in snapshot.reservations:
+        _number(r.total)
+        _number(r.available)
+        _number(r.vcpus, optional=True)
+        _number(r.gpus)
 
 
 def loads(payload: str) -> AccountSnapshot:
@@ -192,14 +231,16 @@ def loads(payload: str) -> AccountSnapshot:
         fetched_at = _when(raw.pop("fetched_at"))
         if fetched_at is None:
             raise ValueError("no fetched_at")
-        return AccountSnapshot(
+        snapshot = AccountSnapshot(
             **raw,
             fetched_at=fetched_at,
             quotas=quotas,
             usage=usage,
             reservations=reservations,
         )
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        _check(snapshot)
+        return snapshot
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise ShoalError(
             f"a cached account answer does not read ({type(exc).__name__}); run with "
             "--refresh to fetch it again"

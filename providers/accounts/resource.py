@@ -150,9 +150,10 @@ def _schedule(reservations: Sequence[Reservation], now: datetime) -> ScheduledRe
         allocated: ResourceItem = {}
         allocatable: ResourceItem = {}
         for r in held:
+            free = max(0, min(r.available, r.total))  # never more free than held
             _hold(supply, r.instance_type, r.total, r.vcpus, r.gpu, r.gpus)
-            _hold(allocated, r.instance_type, r.total - r.available, r.vcpus, r.gpu, r.gpus)
-            _hold(allocatable, r.instance_type, r.available, r.vcpus, r.gpu, r.gpus)
+            _hold(allocated, r.instance_type, r.total - free, r.vcpus, r.gpu, r.gpus)
+            _hold(allocatable, r.instance_type, free, r.vcpus, r.gpu, r.gpus)
         out.supply[stamp] = supply
         out.allocated[stamp] = allocated
         out.allocatable[stamp] = allocatable

@@ -24,6 +24,7 @@ QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS, TYPES = (
     "DescribeCapacityReservations", "DescribeInstanceTypes",
 )  # fmt: skip
 KEPT_STATES = ("active", "scheduled", "payment-pending")
+MAX_NUMBER = 1e6  # past any count of instances or vCPUs EC2 reports for one item
 
 
 @dataclass
@@ -103,7 +104,11 @@ def reservations(root: Element) -> list[Reservation]:
                 kind="capacity-block" if block else "capacity-reservation",
                 instance_type=text(item, "instanceType"),
                 total=int(number(item, RESERVATIONS, "totalInstanceCount") or 0),
-                available=int(number(item, RESERVATIONS, "availableInstanceCount") or 0),
+                # Never more free than held: a broken answer must not make usage negative.
+                available=min(
+                    int(number(item, RESERVATIONS, "availableInstanceCount") or 0),
+                    int(number(item, RESERVATIONS, "totalInstanceCount") or 0),
+                ),
                 start=time_of(item, "startDate"),
                 end=time_of(item, "endDate"),
                 zone=text(item, "availabilityZone"),
@@ -122,7 +127,7 @@ def number(element: Element, api: str, *path: str) -> float | None:
         value = float(raw)
     except ValueError:
         raise ShoalError(f"malformed {api} response: {'/'.join(path)} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+    if not 0 <= value <= MAX_NUMBER:  # NaN fails this too; 1e400 reads as infinity
         raise ShoalError(f"malformed {api} response: {'/'.join(path)} is out of range")
     return value
 

@@ -28,6 +28,7 @@ retries, a malformed answer) fails the region, and so the fetch, with its one-li
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -81,6 +82,7 @@ QUOTAS_TARGET = "ServiceQuotasV20190624."
 PAGE_SIZE = 1000  # DescribeInstances and DescribeCapacityReservations: at most 1000
 QUOTA_PAGE_SIZE = 100  # ListServiceQuotas: at most 100
 TYPES_PER_CALL = 100
+_REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-\d+$")
 MAX_QUOTA = 1e15  # past any real quota, as providers/core/payload.py caps amounts
 CREDENTIALS_HINT = (
     f"set {ENV_AWS_ACCESS_KEY_ID} and {ENV_AWS_SECRET_ACCESS_KEY} (and {ENV_AWS_SESSION_TOKEN} "
@@ -225,7 +227,8 @@ class AwsAccounts:
         finally:
             api.http.close()
         names = [text(item, "regionName") for item in items(root, "regionInfo")]
-        return sorted(name for name in names if name)
+        # A region name goes into a host: one shaped otherwise is a hostile answer, left out.
+        return sorted(name for name in names if name and _REGION.match(name))
 
     def fetch(self, regions: Sequence[str]) -> list[AccountSnapshot]:
         """One snapshot per region, in order; the first region that failed raises."""

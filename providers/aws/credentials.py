@@ -33,7 +33,7 @@ from providers.core.env import (
     ENV_AWS_SESSION_TOKEN,
     ENV_AWS_SHARED_CREDENTIALS_FILE,
 )
-from providers.core.errors import ConfigError, CredentialsError
+from providers.core.errors import ConfigError, CredentialsError, usable_credential
 
 DEFAULT_PROFILE = "default"
 KEY_ID, SECRET, TOKEN = "aws_access_key_id", "aws_secret_access_key", "aws_session_token"
@@ -75,6 +75,12 @@ def find_credentials(env: Mapping[str, str], *, home: Path | None = None) -> Aws
             missing = ENV_AWS_SECRET_ACCESS_KEY if key_id else ENV_AWS_ACCESS_KEY_ID
             raise PartialCredentialsError(missing, f"{missing} is not set")
         token = env.get(ENV_AWS_SESSION_TOKEN, "").strip()
+        for name, value in (
+            (ENV_AWS_ACCESS_KEY_ID, key_id),
+            (ENV_AWS_SECRET_ACCESS_KEY, secret),
+            (ENV_AWS_SESSION_TOKEN, token),
+        ):
+            usable_credential(value, name)
         return AwsCredentials(Credentials(key_id, secret, token), "environment")
     profile = load_profile(env, home=home)
     if profile is None:
@@ -127,6 +133,9 @@ def _from_profile(profile: Profile) -> AwsCredentials | None:
     where = " and ".join(str(p) for p in profile.found_in)
     key_id, secret = profile.keys.get(KEY_ID, ""), profile.keys.get(SECRET, "")
     if key_id and secret:
+        for key in (KEY_ID, SECRET, TOKEN):
+            named = f"{key} of AWS profile {profile.name!r} in {where}"
+            usable_credential(profile.keys.get(key, ""), named)
         credentials = Credentials(key_id, secret, profile.keys.get(TOKEN, ""))
         return AwsCredentials(credentials, where, profile.name, profile.region)
     if key_id or secret:

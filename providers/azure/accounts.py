@@ -61,7 +61,7 @@ from providers.core.env import (
     ENV_AZURE_SUBSCRIPTION_ID,
     ENV_AZURE_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError, scrub
+from providers.core.errors import CredentialsError, ShoalError, scrub, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -122,7 +122,7 @@ class AzureAccounts:
         policy: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> AzureAccounts:
-        token = settings.env.get(ENV_AZURE_TOKEN, "").strip()
+        token = usable_credential(settings.env.get(ENV_AZURE_TOKEN, "").strip(), ENV_AZURE_TOKEN)
         subscription = setting(settings, PROVIDER, "subscription_id", ENV_AZURE_SUBSCRIPTION_ID)
         missing = [
             name

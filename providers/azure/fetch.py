@@ -25,7 +25,7 @@ from providers.core.env import (
     ENV_AZURE_SUBSCRIPTION_ID,
     ENV_AZURE_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError
+from providers.core.errors import CredentialsError, ShoalError, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display, origin
@@ -105,7 +105,7 @@ class AzureFetcher:
     def from_settings(
         cls, settings: Settings, *, policy: RetryPolicy | None = None, max_pages: int = MAX_PAGES
     ) -> AzureFetcher:
-        token = settings.env.get(ENV_AZURE_TOKEN, "").strip()
+        token = usable_credential(settings.env.get(ENV_AZURE_TOKEN, "").strip(), ENV_AZURE_TOKEN)
         subscription = setting(settings, PROVIDER, "subscription_id", ENV_AZURE_SUBSCRIPTION_ID)
         if token and not subscription.strip():
             # The token is optional, but once given it is only usable with a subscription.

@@ -271,7 +271,13 @@ class CatalogCache:
             "SELECT names, fetched_at FROM account_regions WHERE provider = ? AND account = ?",
             (provider, account),
         ).fetchone()
-        return (list(json.loads(row[0])), _dt(row[1])) if row else ([], None)
+        if not row:
+            return [], None
+        try:
+            names = json.loads(row[0])
+        except ValueError:
+            return [], None  # an edited cache: the list is asked for again
+        return (names, _dt(row[1])) if isinstance(names, list) else ([], None)
 
     def accounts(self, provider: str) -> list[str]:
         """The accounts with cached answers, the most recently fetched first."""

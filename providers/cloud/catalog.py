@@ -32,7 +32,7 @@ from providers.models import (
     Selector,
     selector_record,
 )
-from providers.regions import check_region
+from providers.regions import check_region, region_name
 
 if TYPE_CHECKING:
     from providers.accounts.capacity import AccountCapacity
@@ -336,6 +336,8 @@ class CloudCatalog:
             names = capacity.regions()
         else:
             names = list(dict.fromkeys(regions)) or [self.default_region]
+        for name in names:  # asked, configured, or listed by the cloud: all go into URLs
+            region_name(name, "--region" if name in regions else "region")
         now = utcnow()
         out: list[Resource] = []
         dropped: list[str] = []

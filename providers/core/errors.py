@@ -43,6 +43,19 @@ class CredentialsError(ShoalError):
     """Credentials are missing or refused; the message names the variable to set (exit 77)."""
 
 
+def usable_credential(value: str, where: str) -> str:
+    """A credential travels in an HTTP header: printable ASCII only. A line break (a wrapped
+    paste), a space or a non-ASCII character would make the HTTP library refuse the request
+    with an error that quotes the header, so it is refused here, naming where it came from
+    and never the value."""
+    if value and not all("!" <= ch <= "~" for ch in value):
+        raise CredentialsError(
+            f"{where} holds a character no credential has (a line break, a space or a "
+            "non-ASCII character); set it again, on one line"
+        )
+    return value
+
+
 class ProviderUnreachableError(ShoalError):
     """A provider or engine could not be reached (exit 69)."""
 

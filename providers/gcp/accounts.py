@@ -35,7 +35,7 @@ from providers.accounts.parallel import run_all
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.config import base_url, setting
 from providers.core.env import ENV_GCP_COMPUTE_URL, ENV_GCP_PROJECT, ENV_GCP_TOKEN
-from providers.core.errors import CredentialsError, ShoalError, scrub
+from providers.core.errors import CredentialsError, ShoalError, scrub, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -97,7 +97,7 @@ class GcpAccounts:
         policy: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> GcpAccounts:
-        token = settings.env.get(ENV_GCP_TOKEN, "").strip()
+        token = usable_credential(settings.env.get(ENV_GCP_TOKEN, "").strip(), ENV_GCP_TOKEN)
         project = setting(settings, PROVIDER, "project", ENV_GCP_PROJECT).strip()
         missing = [n for n, v in ((ENV_GCP_TOKEN, token), (ENV_GCP_PROJECT, project)) if not v]
         if missing:

@@ -22,7 +22,7 @@ from providers.core.env import (
     ENV_GCP_PROJECT,
     ENV_GCP_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError
+from providers.core.errors import CredentialsError, ShoalError, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -97,8 +97,8 @@ class GcpFetcher:
             compute_url=base_url(
                 settings, PROVIDER, "compute_url", ENV_GCP_COMPUTE_URL, DEFAULT_COMPUTE_URL
             ),
-            api_key=settings.env.get(ENV_GCP_API_KEY, ""),
-            token=settings.env.get(ENV_GCP_TOKEN, ""),
+            api_key=usable_credential(settings.env.get(ENV_GCP_API_KEY, ""), ENV_GCP_API_KEY),
+            token=usable_credential(settings.env.get(ENV_GCP_TOKEN, ""), ENV_GCP_TOKEN),
             project=setting(settings, PROVIDER, "project", ENV_GCP_PROJECT),
             policy=policy,
         )

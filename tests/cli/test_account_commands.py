@@ -221,3 +221,64 @@ def test_gcp_resources_across_regions_with_a_gpu_selection(cli: Cli) -> None:
             (gpu,) = [i for i in res["overview"] if i["key"] == "family" and i["value"] == "gpu"]
             assert any(name.startswith("H100") for name in gpu["stat"]["onDemand"]["supply"]["gpu"])
         assert GCP_TOKEN not in run.stdout + run.stderr
+
+
+# -- hostile input ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["AWS_SESSION_TOKEN", "AWS_SECRET_ACCESS_KEY", "SHOAL_AZURE_TOKEN", "SHOAL_GCP_TOKEN"],
+)
+@pytest.mark.parametrize("broken", ["FIRSTHALF\nSECONDHALF", "tök€n-value"])
+def test_a_credential_no_header_can_carry_is_77_without_its_value(
+    cli: Cli, aws: AwsServer, variable: str, broken: str
+) -> None:
+    provider = {"SHOAL_AZURE_TOKEN": "azure", "SHOAL_GCP_TOKEN": "gcp"}.get(variable, "aws")
+    more = {"AZURE_SUBSCRIPTION_ID": "sub", "SHOAL_GCP_PROJECT": "p", variable: broken}
+    run = cli("resources", "-p", provider, "-r", "us-east-1", env=env(aws, **more))
+    assert run.exit_code == 77 and variable in run.stderr
+    assert "FIRSTHALF" not in run.stderr and "tök" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_wrapped_token_in_the_credentials_file_is_77_naming_the_file(
+    cli: Cli, aws: AwsServer, tmp_path: Any
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        f"[default]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n"
+        "aws_session_token = FIRSTHALF\n  SECONDHALF\n"
+    )
+    plain = {k: v for k, v in env(aws).items() if not k.startswith("AWS_")}
+    run = cli(
+        "resources", "-p", "aws", "-r", US,
+        env={**plain, "AWS_SHARED_CREDENTIALS_FILE": str(credentials)},
+    )  # fmt: skip
+    assert run.exit_code == 77 and "aws_session_token" in run.stderr
+    assert "FIRSTHALF" not in run.stderr and SECRET not in run.stderr
+
+
+@pytest.mark.parametrize("region", ["x@127.0.0.1:1/steal#", "../x", "é", "US-EAST-1"])
+def test_a_region_that_is_no_region_name_is_refused_before_any_request(
+    cli: Cli, aws: AwsServer, region: str
+) -> None:
+    run = cli("resources", "-p", "aws", "-r", region, env=env(aws))
+    assert run.exit_code == 2 and "not a region name" in run.stderr
+    run = cli("resources", "-p", "aws", env=env(aws, AWS_REGION=region))
+    assert run.exit_code == 2 and "not a region name" in run.stderr
+    assert aws.calls == []
+
+
+def test_an_edited_cache_row_says_to_refresh(cli: Cli, aws: AwsServer, home: Any) -> None:
+    import sqlite3
+
+    ok(cli("resources", "-p", "aws", "-r", US, env=env(aws)))
+    (cache,) = list(home.rglob("catalog.sqlite"))
+    with sqlite3.connect(cache) as db:
+        row = db.execute("SELECT payload FROM account_snapshot").fetchone()[0]
+        edited = row.replace('"limit": 640.0', '"limit": "640"')
+        db.execute("UPDATE account_snapshot SET payload = ?", (edited,))
+    run = cli("resources", "-p", "aws", "-r", US, "--offline", env=env(aws))
+    assert run.exit_code == 1 and "--refresh" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1

@@ -206,6 +206,8 @@ class HttpClient:
                     continue
                 name = type(exc).__name__
                 error = f"{name}: {exc}" if str(exc) else name
+                if name == "LocalProtocolError":  # h11 quotes the header it refused
+                    error = f"{name}: the request could not be sent as given (a header value?)"
                 raise self.fail(
                     kind, method, target, error=error, error_name=name, attempts=attempt
                 ) from None

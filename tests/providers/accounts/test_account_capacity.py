@@ -356,3 +356,14 @@ def test_available_keeps_what_the_quota_can_launch(make: Make) -> None:
     catalog.keep_launchable(pricings)
     assert set(pricings[0].items) == {"p4d.24xlarge", "m5.large", "m5.metal"}
     assert any("1 type(s) dropped" in n and "p5.48xlarge" in n for n in pricings[0].notes)
+
+
+def test_a_reservation_never_shows_more_free_than_it_holds(make: Make) -> None:
+    broken = snapshot("us-east-1")
+    broken.reservations = [Reservation("cr-x", "capacity-reservation", "m5.large", 1, 5)]
+    catalog, _, _ = make(Accounts(queue=[[broken]]))
+    (res,) = resources(catalog, "us-east-1")
+    scheduled = item(res, "reservations", "all")["stat"]["scheduled"]
+    (at,) = scheduled["allocated"]
+    assert scheduled["allocated"][at]["instance"] == {"m5.large": "0"}  # never negative
+    assert scheduled["allocatable"][at]["instance"] == {"m5.large": "1"}
