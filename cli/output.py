@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -304,17 +305,27 @@ def short_time(stamp: str | None) -> str | None:
     return stamp[:19].replace("T", " ") if stamp else None
 
 
+# Terminal control characters (ESC, BEL, C1...) but tab and line feed: text a server sent
+# (a quota's name, an error message) must not move the cursor or retitle the terminal.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with terminal control characters shown as escapes (`\\x1b`)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def message(text: str) -> None:
     """A progress or info line for people: stderr, never stdout."""
-    sys.stderr.write(f"{text}\n")
+    sys.stderr.write(f"{printable(text)}\n")
 
 
 def warn(text: str) -> None:
-    sys.stderr.write(f"shoal: warning: {text}\n")
+    sys.stderr.write(f"shoal: warning: {printable(text)}\n")
 
 
 def error(text: str) -> None:
-    sys.stderr.write(f"shoal: error: {text}\n")
+    sys.stderr.write(f"shoal: error: {printable(text)}\n")
 
 
 def table(
@@ -363,4 +374,4 @@ def table(
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}" if value.is_integer() else f"{value:.4g}"
-    return str(value)
+    return printable(str(value))

@@ -282,3 +282,14 @@ def test_an_edited_cache_row_says_to_refresh(cli: Cli, aws: AwsServer, home: Any
     run = cli("resources", "-p", "aws", "-r", US, "--offline", env=env(aws))
     assert run.exit_code == 1 and "--refresh" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_terminal_control_characters_a_server_sent_are_shown_escaped(
+    cli: Cli, aws: AwsServer
+) -> None:
+    from tests.providers.aws.quotaserver import quota
+
+    aws.region(US).applied.append(quota("L-X\x1b[31mRED", 5.0, "Std\x1b]0;PWNED\x07"))
+    run = ok(cli("resources", "-p", "aws", "-r", US, env=env(aws)))
+    assert "\x1b" not in run.stdout + run.stderr and "\x07" not in run.stdout + run.stderr
+    assert "quota/L-X\\x1b[31mRED" in run.stdout
