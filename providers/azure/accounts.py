@@ -33,8 +33,7 @@ call is a CredentialsError (77).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -54,7 +53,8 @@ from providers.azure.account_parse import (
     usages_page,
 )
 from providers.azure.fetch import DEFAULT_MANAGEMENT_URL, LOCATIONS_API_VERSION, next_url
-from providers.cloud.http import CloudHttp, RetryPolicy
+from providers.cloud.bearer import BearerApi
+from providers.cloud.http import RetryPolicy
 from providers.config import base_url, setting
 from providers.core.env import (
     ENV_AZURE_MANAGEMENT_URL,
@@ -91,10 +91,11 @@ Found = tuple[list[Reservation], list[str]]  # a location's reservations, notes 
 T = TypeVar("T")
 
 
-class AzureAccounts:
+class AzureAccounts(BearerApi):
     """AccountFetcher for Azure: `account` is the subscription id."""
 
     provider = PROVIDER
+    auth_hint = AUTH_HINT
 
     def __init__(
         self,
@@ -106,12 +107,14 @@ class AzureAccounts:
         transport: httpx.BaseTransport | None = None,
         max_pages: int = MAX_PAGES,
     ) -> None:
-        self.token = token
-        self.account = subscription
+        super().__init__(
+            token=token,
+            account=subscription,
+            policy=policy,
+            transport=transport,
+            max_pages=max_pages,
+        )
         self.management_url = management_url.rstrip("/")
-        self.policy = policy
-        self.transport = transport
-        self.max_pages = max_pages
         self._locations: dict[str, RegionSpec] | None = None
 
     @classmethod
@@ -152,27 +155,8 @@ class AzureAccounts:
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _http(self) -> CloudHttp:
-        """A client of its own for each call: HttpClient is not thread-safe."""
-        return CloudHttp(
-            PROVIDER,
-            auth_hint=AUTH_HINT,
-            secrets=[self.token],
-            policy=self.policy,
-            transport=self.transport,
-        )
-
     def _url(self, tail: str) -> str:
         return f"{self.management_url}/subscriptions/{quote(self.account, safe='')}{tail}"
-
-    @contextmanager
-    def _scrubbed(self) -> Iterator[None]:
-        """Errors raised inside quote what a server sent: never with the token in it."""
-        try:
-            yield
-        except ShoalError as exc:
-            exc.args = (scrub(str(exc), [self.token]),)
-            raise
 
     def _list(
         self,

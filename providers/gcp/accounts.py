@@ -26,16 +26,17 @@ reservations list is a note; a refused regions or project read is a CredentialsE
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from providers.accounts.model import AccountSnapshot, Quota, Reservation
 from providers.accounts.parallel import run_all
-from providers.cloud.http import CloudHttp, RetryPolicy
+from providers.cloud.bearer import BearerApi
+from providers.cloud.http import RetryPolicy
 from providers.config import base_url, setting
 from providers.core.env import ENV_GCP_COMPUTE_URL, ENV_GCP_PROJECT, ENV_GCP_TOKEN
-from providers.core.errors import CredentialsError, ShoalError, scrub, usable_credential
+from providers.core.errors import CredentialsError, scrub, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -65,10 +66,11 @@ AUTH_HINT = (
 )
 
 
-class GcpAccounts:
+class GcpAccounts(BearerApi):
     """AccountFetcher for GCP: `account` is the project."""
 
     provider = PROVIDER
+    auth_hint = AUTH_HINT
 
     def __init__(
         self,
@@ -80,12 +82,14 @@ class GcpAccounts:
         transport: httpx.BaseTransport | None = None,
         max_pages: int = MAX_PAGES,
     ) -> None:
-        self.token = token
-        self.account = project
+        super().__init__(
+            token=token,
+            account=project,
+            policy=policy,
+            transport=transport,
+            max_pages=max_pages,
+        )
         self.compute_url = compute_url.rstrip("/")
-        self.policy = policy
-        self.transport = transport
-        self.max_pages = max_pages
         self._regions: dict[str, RegionQuotas] | None = None
         self._unread = False  # the regions list regions() got, not yet given to a fetch
 
@@ -119,26 +123,7 @@ class GcpAccounts:
     # -- plumbing ----------------------------------------------------------------------
 
     def _url(self, tail: str) -> str:
-        return f"{self.compute_url}/compute/v1/projects/{self.account}{tail}"
-
-    @contextmanager
-    def _scrubbed(self) -> Iterator[None]:
-        """Errors raised inside quote what a server sent: never with the token in it."""
-        try:
-            yield
-        except ShoalError as exc:
-            exc.args = (scrub(str(exc), [self.token]),)
-            raise
-
-    def _http(self) -> CloudHttp:
-        """A client of its own for each call: HttpClient is not thread-safe."""
-        return CloudHttp(
-            PROVIDER,
-            auth_hint=AUTH_HINT,
-            secrets=[self.token],
-            policy=self.policy,
-            transport=self.transport,
-        )
+        return f"{self.compute_url}/compute/v1/projects/{quote(self.account, safe='')}{tail}"
 
     def _pages(self, url: str, page: Callable[[Body, str], str]) -> None:
         """GET `url` and every page after it; `page(body, where)` reads one and returns its
