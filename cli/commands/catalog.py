@@ -111,6 +111,7 @@ def _query(
     end: str | None = None,
     sort: str | None = None,
     limit: int | None = None,
+    available: bool = False,
 ) -> "Query":
     """The flags as a catalog query; malformed selectors and times fail here, before any
     provider is asked anything."""
@@ -129,6 +130,7 @@ def _query(
         end=end_time,
         sort=sort,
         limit=limit,
+        available=available,
     )
 
 
@@ -344,14 +346,10 @@ def pricing(
       shoal pricing -p aws -r us-east-1 --select gpu=H100 --available
     """
     as_json = output.select(as_json, output_format)
-    import dataclasses
-
     from cli.pricing_view import render_pricing
     from providers import query
 
-    wanted = dataclasses.replace(
-        _query(region, select, start, end, sort, limit), available=available
-    )
+    wanted = _query(region, select, start, end, sort, limit, available)
     answer = query.pricing(
         _provider_names(provider),
         lambda name: _catalog(ctx, name, refresh, offline, max_age, context),

@@ -55,10 +55,9 @@ def _stat_item() -> ResourceStatItem:
     return ResourceStatItem(allocated={}, supply={}, allocatable={})
 
 
-def _quota_stat(quotas: Iterable[Quota]) -> tuple[ResourceStat, list[str]]:
-    """onDemand and spot stats of these quotas, and notes on usage above a limit."""
+def _quota_stat(quotas: Iterable[Quota]) -> ResourceStat:
+    """onDemand and spot stats of these quotas."""
     stat = ResourceStat()
-    notes: list[str] = []
     for quota in quotas:
         item = _market(stat, quota.market)
         kind, name = quota.resource
@@ -67,12 +66,17 @@ def _quota_stat(quotas: Iterable[Quota]) -> tuple[ResourceStat, list[str]]:
             continue  # usage unknown: neither allocated nor allocatable can be said
         _add(item.allocated, kind, name, quota.used)
         _add(item.allocatable, kind, name, max(0.0, quota.limit - quota.used))
-        if quota.used > quota.limit:
-            notes.append(
-                f"{quota.code} ({quota.name}): {quantity(quota.used)} used, above its limit "
-                f"{quantity(quota.limit)}; nothing more can be launched under it"
-            )
-    return stat, notes
+    return stat
+
+
+def _over_limit(quotas: Iterable[Quota]) -> list[str]:
+    """A note per quota used above its limit (clouds allow it once a limit is lowered)."""
+    return [
+        f"{q.code} ({q.name}): {quantity(q.used)} used, above its limit "
+        f"{quantity(q.limit)}; nothing more can be launched under it"
+        for q in quotas
+        if q.used is not None and q.used > q.limit
+    ]
 
 
 def _market(stat: ResourceStat, market: Market) -> ResourceStatItem:
@@ -124,12 +128,12 @@ def _groups(snapshot: AccountSnapshot) -> list[RegionResourceItem]:
     )
     items: list[RegionResourceItem] = []
     for group in names:
-        stat, _ = _quota_stat(q for q in regional if q.group == group)
+        stat = _quota_stat(q for q in regional if q.group == group)
         children = _usage_items([u for u in snapshot.usage if u.group == group], stat)
         items.append(RegionResourceItem(next_level=children, key="family", value=group, stat=stat))
     account = [q for q in snapshot.quotas if q.scope == "global"]
     if account:
-        stat, _ = _quota_stat(account)
+        stat = _quota_stat(account)
         items.append(RegionResourceItem(key="account", value="global", stat=stat))
     return items
 
@@ -205,13 +209,10 @@ def _zones(snapshot: AccountSnapshot, now: datetime) -> list[RegionResourceItem]
     return items
 
 
-def to_resource(
-    snapshot: AccountSnapshot, *, now: datetime, stale: bool = False, source: str = ""
-) -> Resource:
+def to_resource(snapshot: AccountSnapshot, *, now: datetime, stale: bool = False) -> Resource:
     overview = _groups(snapshot) + _reservation_items(snapshot.reservations, now)
     notes = list(snapshot.notes)
-    _, over = _quota_stat(snapshot.quotas)
-    notes.extend(n for n in over if n not in notes)
+    notes.extend(n for n in _over_limit(snapshot.quotas) if n not in notes)
     zones = _zones(snapshot, now)
     return Resource(
         region=RegionSpec(name=snapshot.region, location=snapshot.location),
@@ -219,7 +220,7 @@ def to_resource(
         breakdown={"zone": zones} if zones else {},
         provider=snapshot.provider,
         as_of=snapshot.fetched_at,
-        source=source or ", ".join(snapshot.sources),
+        source=", ".join(snapshot.sources),
         stale=stale,
         notes=notes,
     )
