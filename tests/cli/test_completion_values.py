@@ -275,7 +275,10 @@ def test_bash_finds_the_interpreter_behind_pips_long_path_launcher(
     is too long for #!; the scripts read the interpreter from that line."""
     spaced = tmp_path / "python with space"
     spaced.mkdir()
-    (spaced / "python").symlink_to(sys.executable)
+    # Not a symlink to the interpreter: a venv's python linked from outside the venv finds
+    # no pyvenv.cfg beside it and runs as the base interpreter, without shoal's packages.
+    (spaced / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (spaced / "python").chmod(0o755)
     launcher = tmp_path / "bin" / "shoal"
     launcher.write_text(
         "#!/bin/sh\n"
