@@ -29,7 +29,7 @@ from providers.core.settings import Paths
 # The statuses `shoal status` lists without --all (drivers.ledger.NOT_ENDED; a test keeps
 # the two equal). Importing the ledger module would pull the driver machinery into a TAB.
 NOT_ENDED = (
-    "ALLOCATING", "ALLOCATED", "FREEING", "ORPHANED", "GONE", "RESERVED", "EXPIRED"
+    "ALLOCATING", "ALLOCATED", "FREEING", "ORPHANED", "GONE", "RESERVED", "EXPIRED", "EXITED"
 )  # fmt: skip
 # What a value may contain to be offered: shells expand or split on anything else (`$(...)`,
 # quotes, spaces), and no id, instance or image name shoal makes needs more than this.

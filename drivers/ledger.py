@@ -33,6 +33,7 @@ from drivers.ledger_rows import (
     ALLOCATED,
     ALLOCATING,
     COLUMNS,
+    EXITED,
     EXPIRED,
     FAILED,
     FREED,
@@ -49,7 +50,7 @@ from drivers.ledger_rows import (
     stamp,
     unstamp,
 )
-from drivers.ledger_store import HOLDING_SQL, sql_in
+from drivers.ledger_store import HOLDS_SQL, sql_in
 from drivers.ledger_waiters import LedgerWaiters, WaiterFits
 from drivers.ledger_windows import CANCELLED
 
@@ -62,6 +63,7 @@ __all__ = [
     "ALLOCATING",
     "ALL_STATUSES",
     "CANCELLED",
+    "EXITED",
     "EXPIRED",
     "FAILED",
     "FREED",
@@ -250,7 +252,7 @@ class Ledger(LedgerWaiters):
         scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
         sql = (
             "SELECT COALESCE(group_concat(id || ':' || status, ','), '') FROM (SELECT id, "
-            f"status FROM allocations WHERE status IN {HOLDING_SQL} AND {scope} ORDER BY id)"
+            f"status FROM allocations WHERE {HOLDS_SQL} AND {scope} ORDER BY id)"
         )
         args = () if remote_driver is None else (remote_driver,)
         if conn is not None:

@@ -116,13 +116,19 @@ def patiently(action: Callable[[], T]) -> T:
 
 
 class LedgerDb:
-    def __init__(self, path: Path, indexes: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        indexes: Mapping[str, str] | None = None,
+        obsolete: tuple[str, ...] = (),
+    ) -> None:
         """`indexes`: name -> `ON table(...) [WHERE ...]`, made on a ledger that lacks them.
         Not a schema version: an index changes nothing an older shoal reads or writes (SQLite
         keeps it for every writer), so a ledger gets them in place and stays shareable."""
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._indexes = dict(indexes or {})
+        self._obsolete = obsolete  # indexes a newer one replaced: dropped when it is made
         self._present: set[str] = set()
 
     def _corrupt(self, exc: Exception) -> LedgerCorruptError:
@@ -246,6 +252,8 @@ class LedgerDb:
                 conn.execute("BEGIN IMMEDIATE")
                 for name in missing:
                     conn.execute(f"CREATE INDEX IF NOT EXISTS {name} {self._indexes[name]}")
+                for name in self._obsolete:
+                    conn.execute(f"DROP INDEX IF EXISTS {name}")
                 conn.execute("COMMIT")
 
             patiently(make)

@@ -23,14 +23,23 @@ LAPSED = "LAPSED"  # a reservation nobody claimed within its grace period: capac
 # Its lifetime ended: the workload was stopped (by its supervisor, else the next command);
 # it holds nothing, and what it left (workspace, stopped container) stays until `free`.
 EXPIRED = "EXPIRED"
+# The workload ended by itself (its entry exited, its container stopped) before its lifetime
+# and before `free`: a normal end, recorded by its supervisor the moment it happens, with the
+# exit code in the note and the outcome in the state. It holds nothing; what it left (the
+# workspace and its output, the stopped container) stays until `free`.
+EXITED = "EXITED"
 # Statuses that hold node resources. ORPHANED does: its workload may still run until a
 # later command's cleanup succeeds.
 HOLDING = (ALLOCATING, ALLOCATED, FREEING, ORPHANED)
 FREEING_FROM = "freeing from "  # the note of a FREEING row: the status to restore
+# Rows that hold nothing while they are freed: their workload has ended already. A FREEING
+# row counts as usage unless its note says it came from one of these.
+ENDED_BEFORE_FREE = (GONE, EXPIRED, EXITED)
 IN_FLIGHT = (ALLOCATING, FREEING)
-NOT_ENDED = (*HOLDING, GONE, RESERVED, EXPIRED)  # what `status` lists without --all
+NOT_ENDED = (*HOLDING, GONE, RESERVED, EXPIRED, EXITED)  # what `status` lists without --all
 ALL_STATUSES = (
-    ALLOCATING, ALLOCATED, FREEING, FREED, FAILED, ORPHANED, GONE, RESERVED, LAPSED, EXPIRED
+    ALLOCATING, ALLOCATED, FREEING, FREED, FAILED, ORPHANED, GONE, RESERVED, LAPSED, EXPIRED,
+    EXITED,
 )  # fmt: skip
 
 # The columns a full row is selected with, in the order `Allocation.from_row` reads them.

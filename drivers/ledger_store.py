@@ -22,6 +22,7 @@ from drivers.ledger_db import LedgerDb, patiently
 from drivers.ledger_rows import (
     ALLOCATED,
     COLUMNS,
+    ENDED_BEFORE_FREE,
     EXPIRED,
     FREEING,
     FREEING_FROM,
@@ -48,6 +49,13 @@ def sql_in(statuses: tuple[str, ...]) -> str:
 
 
 HOLDING_SQL = sql_in(HOLDING)
+# The rows that hold capacity, as one SQL condition: the holding statuses, less a FREEING row
+# whose workload had ended before `free` began (its note names the status it came from), so
+# freeing an expired or exited row never reads as usage meanwhile (a false "no capacity").
+HOLDS_SQL = (
+    f"(status IN {HOLDING_SQL} AND NOT (status = '{FREEING}' AND COALESCE(note, '') IN "
+    f"{sql_in(tuple(FREEING_FROM + s for s in ENDED_BEFORE_FREE))}))"
+)
 LOCAL_SETTLED_SQL = sql_in((ALLOCATED, FREEING, ORPHANED))  # ALLOCATING is checked by owner
 NOT_ENDED_SQL = sql_in(NOT_ENDED)
 EXPIRING_SQL = f"status IN {sql_in((ALLOCATED, GONE))} AND expires IS NOT NULL"
@@ -56,13 +64,18 @@ EXPIRING_SQL = f"status IN {sql_in((ALLOCATED, GONE))} AND expires IS NOT NULL"
 # INDEXED BY: SQLite, with no statistics, would take the status index and then visit and sort
 # every live row). `status --json` reads the live rows' summaries from LIVE_INDEX alone, in
 # its order; the expiry check finds the due rows in EXPIRY_INDEX without visiting the others.
-LIVE_INDEX = "allocations_live"
+# The live index's name says which set of statuses it covers: a ledger indexed by an older
+# shoal (without EXITED) gets the new one beside it, never a query its index cannot serve.
+LIVE_INDEX = "allocations_live_2"
 EXPIRY_INDEX = "allocations_expiry"
 INDEXES = {
     LIVE_INDEX: "ON allocations(created, id, driver, status, cpu, ram, expires, updated, note) "
     f"WHERE status IN {NOT_ENDED_SQL}",
     EXPIRY_INDEX: f"ON allocations(expires) WHERE {EXPIRING_SQL}",
 }
+
+
+OBSOLETE_INDEXES = ("allocations_live",)  # the live index before EXITED
 
 
 def _now() -> datetime:
@@ -73,7 +86,7 @@ class LedgerStore:
     def __init__(self, path: Path, clock: Callable[[], datetime] = _now) -> None:
         """Reads of a ledger that does not exist see it empty; the first write creates it.
         `clock` tells the time for windows, reservations and rows (tests move it)."""
-        self._db = LedgerDb(path, INDEXES)
+        self._db = LedgerDb(path, INDEXES, OBSOLETE_INDEXES)
         self.clock = clock
         self._ring_pending = False
 
@@ -148,7 +161,7 @@ class LedgerStore:
             "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
             "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
             "COALESCE(MIN(ram_overbook), 0) FROM allocations "
-            f"WHERE status IN {HOLDING_SQL} AND {scope}",
+            f"WHERE {HOLDS_SQL} AND {scope}",
             () if remote_driver is None else (remote_driver,),
         ).fetchone()
         if count == 0:

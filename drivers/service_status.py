@@ -27,7 +27,7 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
     view = describe(row)
-    if row.status not in (L.ALLOCATED, L.GONE, L.EXPIRED):
+    if row.status not in (L.ALLOCATED, L.GONE, L.EXPIRED, L.EXITED):
         return StatusView(view, detail=_recorded_outcome(row))
     driver = ctx.driver(row.driver)
     try:
@@ -35,13 +35,30 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
     except ShoalError as exc:
         return StatusView(view, "ERROR", f"driver could not report status: {exc}")
     detail = _detail(driver, row)
-    if row.status == L.EXPIRED:
+    if row.status in (L.EXPIRED, L.EXITED):
         drift = None
         if seen == STATUS_ALLOCATED:
-            drift = f"ledger says EXPIRED but the driver reports it; `shoal free {row.id}` ends it"
+            drift = (
+                f"ledger says {row.status} but the driver reports it running; "
+                f"`shoal free {row.id}` ends it"
+            )
         return StatusView(view, seen, drift, detail)
     if row.status == L.ALLOCATED and seen == STATUS_NONE:
+        ended = _ended_by_itself(detail)
         try:
+            if ended is not None:
+                # Its supervisor could not record it (killed, or none for this driver): a
+                # normal end all the same.
+                from drivers.supervise import exit_note
+
+                note = exit_note(ended)
+                moved = ctx.ledger.set_status(
+                    row.id, L.EXITED, note=note, expect=(L.ALLOCATED,),
+                    state=_with_outcome(row, ended),
+                )  # fmt: skip
+                if moved:
+                    view = replace(view, status=L.EXITED, note=note)
+                return StatusView(view, seen, None, detail)
             ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
         except LedgerWriteError as exc:
             drift = f"ledger says ALLOCATED but the driver reports NONE; not recorded: {exc}"
@@ -62,6 +79,31 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
         )
         return StatusView(view, seen, drift, detail)
     return StatusView(view, seen, None, detail)
+
+
+def _ended_by_itself(detail: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The outcome of a workload that ended on its own, from a driver's description (process:
+    its supervisor's record; container: the engine's exit code); None when it did not say."""
+    if not detail or detail.get("state") != "exited" or detail.get("reason") == "expired":
+        return None
+    if detail.get("exit_code") is None and not detail.get("signal"):
+        return None
+    return {
+        "exit_code": detail.get("exit_code"),
+        "signal": detail.get("signal"),
+        "ended": detail.get("finished"),
+        "reason": detail.get("reason") or "exited",
+    }
+
+
+def _with_outcome(row: Allocation, outcome: dict[str, Any]) -> dict[str, Any] | None:
+    if row.state is None:
+        return None
+    meta = row.state.get("metadata")
+    return {
+        **row.state,
+        "metadata": {**(meta if isinstance(meta, dict) else {}), "outcome": outcome},
+    }
 
 
 def _recorded_outcome(row: Allocation) -> dict[str, Any] | None:

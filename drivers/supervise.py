@@ -16,7 +16,11 @@ signal, end time, why) into the workspace, `.shoal-outcome.json`, and exits.
 
 `container`: it waits on the engine for the container to stop (`POST /containers/ID/wait`)
 until the deadline, then stops it (`POST /containers/ID/stop?t=GRACE`: the engine's SIGTERM,
-grace, SIGKILL). A container that ends, or is removed, before its deadline ends it too.
+grace, SIGKILL). A container that ends before its deadline is recorded as such, and watched
+on until the deadline (a start outside shoal is stopped then); one removed ends the watch.
+
+Either way, an end that no shoal command asked for is written into the ledger the moment it
+happens (EXITED, EXPIRED), and the `alloc --wait` waiters are rung (`record_end`).
 
 A supervisor killed with SIGKILL enforces nothing: the next shoal command finds the allocation
 past its lifetime and stops the workload itself (drivers.service.recover).
@@ -73,7 +77,7 @@ def start_time(pid: int) -> str | None:
 def write_identity(path: str) -> None:
     """Write "PID START" of the calling process to `path` (run after fork, before exec)."""
     me = os.getpid()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, f"{me} {start_time(me)}".encode())
     finally:
@@ -204,7 +208,8 @@ def run_process(spec: dict[str, Any]) -> int:
 
             resource.setrlimit(resource.RLIMIT_DATA, (ram_bytes, ram_bytes))
 
-    log = os.open(os.path.join(workspace, LOG_FILE), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    # The workload's output is its owner's alone (it may print what it was given: tokens).
+    log = os.open(os.path.join(workspace, LOG_FILE), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         child = subprocess.Popen(
             list(spec["argv"]),
@@ -289,11 +294,160 @@ def run_process(spec: dict[str, Any]) -> int:
                 pass
         except BlockingIOError:
             pass
-    write_outcome(
-        workspace,
-        {**exit_fields(status), "ended": ended or now_text(), "reason": reason, "by": "supervisor"},
-    )
+    outcome = {
+        **exit_fields(status),
+        "ended": ended or now_text(),
+        "reason": reason,
+        "by": "supervisor",
+    }
+    write_outcome(workspace, outcome)
+    # A stop that `free` asked for finds its row FREEING, which record_end leaves alone; a
+    # stop from outside shoal (a signal to this supervisor) is an end like any other.
+    record_end(spec, "EXPIRED" if reason == "expired" else "EXITED", outcome)
     return 0
+
+
+# -- the ledger: the end recorded the moment it happens ----------------------------------------
+# Capacity decisions (alloc, --wait, resources) read the ledger, not the workloads: a workload
+# that ended by itself is written there at once, and the waiters are rung, so its capacity is
+# free without any shoal command asking the driver. Plain SQL on the ledger's schema (this
+# file imports nothing of shoal); the ledger module's own rules stay the reference.
+
+RECORD_WAIT_SECONDS = 120.0  # for the shoal that is still recording the allocation
+_RECORD_STEP_SECONDS = 0.05
+
+
+def _alive(pid: Any, started: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    fields = _stat(pid)
+    if not fields or len(fields) < 20 or fields[0] in ("Z", "X"):
+        return False
+    return started is None or fields[19] == started
+
+
+def record_end(spec: dict[str, Any], status: str, outcome: dict[str, Any]) -> bool:
+    """Move the allocation's row from ALLOCATED (or GONE) to `status` (EXITED, EXPIRED), keeping
+    `outcome` in its state, as `free` keeps it; True if it moved. A row still ALLOCATING is
+    waited for while its shoal lives (a workload may end before it is recorded); any other
+    row (freed, being freed, expired) is left as it is: its shoal knows."""
+    import sqlite3
+
+    path, alloc = spec.get("ledger"), spec.get("allocation")
+    if not isinstance(path, str) or not isinstance(alloc, str) or not os.path.exists(path):
+        return False
+    give_up = time.monotonic() + RECORD_WAIT_SECONDS
+    while time.monotonic() < give_up:
+        try:
+            # mode=rw: never create a ledger that is not there.
+            conn = sqlite3.connect(
+                f"file:{path}?mode=rw", uri=True, timeout=5, isolation_level=None
+            )
+        except sqlite3.Error:
+            return False
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT status, state, owner_pid, owner_start, expires FROM allocations WHERE id=?",
+                (alloc,),
+            ).fetchone()
+            if row is not None and row[0] == "ALLOCATING" and _alive(row[2], row[3]):
+                conn.execute("ROLLBACK")
+                time.sleep(_RECORD_STEP_SECONDS)
+                continue
+            if row is None or row[0] not in ("ALLOCATED", "GONE"):
+                conn.execute("ROLLBACK")
+                return False
+            try:
+                state = json.loads(row[1]) if row[1] else {}
+            except ValueError:
+                state = {}
+            if isinstance(state, dict):
+                meta = state.get("metadata")
+                state["metadata"] = {**(meta if isinstance(meta, dict) else {}), "outcome": outcome}
+                kept = json.dumps(state)
+            else:
+                kept = row[1]
+            # The notes `shoal status` shows: as drivers.service_alloc.expire writes them.
+            note = exit_note(outcome)
+            if status == "EXPIRED":
+                note = f"expired at {row[4]}"
+            elif status == "GONE":
+                note = "removed outside shoal"
+            conn.execute(
+                "UPDATE allocations SET status=?, updated=?, note=?, state=?, owner_pid=NULL, "
+                "owner_start=NULL WHERE id=? AND status IN ('ALLOCATED', 'GONE')",
+                (status, now_text(), note, kept, alloc),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError:  # locked past the timeout, or a schema it lacks
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            time.sleep(_RECORD_STEP_SECONDS)
+            continue
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.close()
+        ring_waiters(path)
+        return True
+    return False
+
+
+def ring_waiters(ledger: str) -> None:
+    """Wake the first live `alloc --wait` waiter of each driver (drivers.doorbell's pipes):
+    it works out who fits now. A pipe nobody holds belongs to a dead waiter; the waiters' own
+    sweep removes its place, here it is only skipped."""
+    import sqlite3
+
+    directory = ledger + ".waiters"
+    try:
+        conn = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = conn.execute("SELECT driver, token FROM waiters ORDER BY id").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return
+    rung: set[str] = set()
+    for driver, token in rows:
+        if driver in rung or not isinstance(token, str) or not token or "/" in token:
+            continue
+        if token.startswith(".") or not _ring(os.path.join(directory, token)):
+            continue
+        rung.add(driver)
+
+
+def _ring(path: str) -> bool:
+    """One byte into a waiter's pipe; False when nobody holds it. Never follows a link and
+    never writes into anything but a pipe."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        with contextlib.suppress(BlockingIOError):  # full: rung already
+            os.write(fd, b"!")
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def exit_note(outcome: dict[str, Any]) -> str:
+    code, name = outcome.get("exit_code"), outcome.get("signal")
+    when = outcome.get("ended") or now_text()
+    how = "exited" if outcome.get("reason") != "stopped" else "stopped from outside shoal"
+    if name:
+        return f"{how} (signal {name}, exit code {code}) at {when}"
+    if code is None:
+        return f"{how} at {when}"
+    return f"{how} with code {code} at {when}"
 
 
 # -- the container engine, over the standard library's HTTP ------------------------------------
@@ -351,23 +505,65 @@ def read_stream(response: http.client.HTTPResponse, size: int = 1 << 16) -> Iter
         yield chunk
 
 
+def engine_answer(
+    address: str, method: str, target: str, timeout: float | None, limit: int = 1 << 16
+) -> tuple[int, bytes]:
+    """The status and (at most `limit` bytes of) the body of a request."""
+    conn, response = engine_open(address, method, target, timeout)
+    try:
+        return response.status, response.read(limit)
+    finally:
+        conn.close()
+
+
+def _exit_code(body: bytes) -> int | None:
+    """`{"StatusCode": N}`, the answer of /containers/ID/wait."""
+    try:
+        code = json.loads(body).get("StatusCode")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 def run_container(spec: dict[str, Any]) -> int:
+    """Watch the container until it ends or its deadline comes, then stop it.
+
+    Ending by itself is recorded in the ledger at once (EXITED, with its exit code); with a
+    deadline the watch goes on after that (`condition=next-exit`: no polling), so a container
+    started again outside shoal is still stopped at its deadline. A container removed before
+    its deadline ends the watch: it is gone."""
     address, api = str(spec["address"]), str(spec.get("api", "/v1.41"))
-    cid, deadline, grace = str(spec["container"]), float(spec["deadline"]), int(spec["grace"])
+    cid, grace = str(spec["container"]), int(spec["grace"])
+    due = spec.get("deadline")
+    deadline = float(due) if isinstance(due, (int, float)) else None
+    condition = "not-running"
     while True:
-        left = deadline - time.time()
+        left = deadline - time.time() if deadline is not None else 3600.0
         if left <= 0:
             break
+        target = f"{api}/containers/{cid}/wait?condition={condition}"
         try:
-            code = engine_call(address, "POST", f"{api}/containers/{cid}/wait", min(left, 3600))
+            code, body = engine_answer(address, "POST", target, min(left, 3600))
         except TimeoutError:
             continue  # still running: look at the deadline again
         except (OSError, http.client.HTTPException):  # the engine is away (a restart)
             time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
             continue
-        if code in (200, 404):
-            return 0  # it stopped, or was removed, before its deadline
-        time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
+        if code == 404:
+            if condition == "not-running":
+                record_end(spec, "GONE", {"reason": "removed", "ended": now_text()})
+            return 0  # removed: nothing left to stop
+        if code != 200:
+            time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
+            continue
+        if condition == "not-running":
+            ended = deadline is not None and time.time() >= deadline - 1.0
+            outcome = {"exit_code": _exit_code(body), "signal": None, "ended": now_text()}
+            outcome["reason"] = "expired" if ended else "exited"
+            record_end(spec, "EXPIRED" if ended else "EXITED", outcome)
+            if deadline is None:
+                return 0
+            condition = "next-exit"  # stopped: only a start outside shoal could follow
     for _ in range(30):  # an engine that is away for a minute still gets the stop
         try:
             stop = f"{api}/containers/{cid}/stop?t={grace}"
@@ -375,6 +571,8 @@ def run_container(spec: dict[str, Any]) -> int:
         except (OSError, http.client.HTTPException):
             code = 0
         if code in (204, 304, 404):
+            if condition == "not-running" and code == 204:
+                record_end(spec, "EXPIRED", {"reason": "expired", "ended": now_text()})
             return 0
         time.sleep(_ENGINE_RETRY_SECONDS)
     return 1

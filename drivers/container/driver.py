@@ -287,8 +287,10 @@ class ContainerDriver:
             "engine": engine.address,
             "grace_seconds": grace,
         }
-        if deadline is not None:
-            meta.update(outcome.start_supervisor(engine, cid, deadline, grace))
+        from drivers.paths import ledger_file
+
+        ledger = str(ledger_file(self._settings.paths))
+        meta.update(outcome.start_supervisor(engine, cid, deadline, grace, ledger, allocation_id))
         return Resource(
             identifier=allocation_id,
             hw_addr=mac if opts.network != "none" else "",

@@ -18,11 +18,14 @@ if TYPE_CHECKING:
 DUE_SLACK = 1.0  # seconds: a container that stopped this close to its deadline expired
 
 
-def start_supervisor(engine: Engine, cid: str, deadline: datetime, grace: int) -> dict[str, Any]:
-    """Have a supervisor stop the container at `deadline`; the allocation's metadata that
-    says so (its deadline and the supervisor's identity)."""
+def start_supervisor(
+    engine: Engine, cid: str, deadline: datetime | None, grace: int, ledger: str, allocation: str
+) -> dict[str, Any]:
+    """Have a supervisor record the container's end in the ledger the moment it comes, and
+    stop it at `deadline`; the allocation's metadata that says so."""
     # Neither Docker's API nor Podman's Docker-compatible one ends a container at a
-    # time of its own: a supervisor stops it then, with no shoal running.
+    # time of its own, nor tells anyone that it stopped: a supervisor does both, with no
+    # shoal running.
     from drivers.container.engine import API
     from drivers.supervise import start_detached
 
@@ -32,14 +35,16 @@ def start_supervisor(engine: Engine, cid: str, deadline: datetime, grace: int) -
             "address": engine.address,
             "api": API,
             "container": cid,
-            "deadline": deadline.timestamp(),
+            "deadline": deadline.timestamp() if deadline is not None else None,
             "grace": grace,
+            "ledger": ledger,
+            "allocation": allocation,
         }
     )
-    return {
-        "deadline": deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "supervisor": {"pid": supervisor[0], "start": supervisor[1]},
-    }
+    meta: dict[str, Any] = {"supervisor": {"pid": supervisor[0], "start": supervisor[1]}}
+    if deadline is not None:
+        meta["deadline"] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return meta
 
 
 GONE = {"state": "gone", "message": "the container no longer exists"}

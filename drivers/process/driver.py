@@ -34,6 +34,7 @@ from drivers.base import ResourceDriverTask
 from drivers.capacity import fit_count
 from drivers.fields import ENV, Command, Env, EnvName
 from drivers.options import check_meta_names, ensure_workspace, load_config, parse_options
+from drivers.paths import ledger_file
 from drivers.process import outcome
 from drivers.process.spawn import (
     ALLOCATION_ID_KEY,
@@ -168,7 +169,7 @@ class ProcessDriver:
         env.update(opts.env)
         identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"process-{os.urandom(4).hex()}")
         workspace = self.workspace(identifier)
-        workspace.mkdir(parents=True)
+        workspace.mkdir(parents=True, mode=0o700)  # its output and files: the owner's alone
         env["SHOAL_WORKSPACE"] = str(workspace)
         env[ALLOCATION_ID_KEY] = identifier  # marks the workload's processes as ours
         cpus = pick_cpus(self.root, definition.resources.cpu)
@@ -187,6 +188,9 @@ class ProcessDriver:
                 "marker": f"{ALLOCATION_ID_KEY}={identifier}",
                 "deadline": deadline.timestamp() if deadline else None,
                 "grace": grace,
+                # Where it records the end the moment it happens (supervise.record_end).
+                "ledger": str(ledger_file(self._settings.paths)),
+                "allocation": identifier,
             },
         )
         if "pid" not in answer:
@@ -251,6 +255,11 @@ class ProcessDriver:
         return procinfo.is_alive(*supervisor)
 
     def status(self, res: Resource) -> str:
+        # The supervisor lives exactly as long as the workload's tree: it is the subreaper of
+        # every process the workload starts, including those that leave its session and clear
+        # their environment (`env -i sleep 600 &`), which no marker finds.
+        if self.supervisor_alive(res):
+            return STATUS_ALLOCATED
         identity = self.workload_identity(res)
         if identity is None:
             return STATUS_NONE

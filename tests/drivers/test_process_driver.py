@@ -214,10 +214,15 @@ def test_a_workload_within_its_ram_runs(cli, configured: None, tmp_path: Path) -
 def test_workload_killed_externally_is_reported_as_drift(
     cli, configured: None, tmp_path: Path
 ) -> None:
+    """Killed with its supervisor, so nobody recorded how it ended (killed alone, its
+    supervisor records EXITED: tests/drivers/test_process_ends.py)."""
     allocated = start(cli, tmp_path, "sleep 600")
     ident, pid = allocated["id"], allocated["resource"]["metadata"]["pid"]
     assert cli("status", ident, "--json").json()["status"] == "ALLOCATED"
 
+    supervisor = allocated["resource"]["metadata"]["supervisor"]["pid"]
+    os.kill(supervisor, signal.SIGKILL)
+    wait_for(lambda: proc_state(supervisor) in (None, "Z"), "the supervisor to die")
     os.killpg(pid, signal.SIGKILL)
     wait_for(lambda: proc_state(pid) in (None, "Z"), "the workload to die")
 

@@ -167,7 +167,7 @@ def test_an_ended_workload_keeps_its_exit_code_and_log_until_free(shoal: Shoal) 
     made = alloc(shoal, "sh -c 'echo to out; echo to err >&2; exit 3'")
     workspace = Path(made["resource"]["metadata"]["workspace"])
     shown = wait_for(
-        lambda: (s := status(shoal, made["id"]))["status"] == "GONE" and s, "GONE", timeout=30
+        lambda: (s := status(shoal, made["id"]))["status"] == "EXITED" and s, "EXITED", timeout=30
     )
     detail = shown["detail"]
     assert (detail["state"], detail["exit_code"], detail["signal"], detail["reason"]) == (

@@ -102,17 +102,58 @@ def test_network_none_has_no_address(shoal: Shoal, podman_engine: Podman) -> Non
     assert seen["State"]["Running"] is True
 
 
-def test_a_container_that_exits_at_once_is_gone_with_its_code_and_log(
-    shoal: Shoal, podman_engine: Podman
+def ledger_status(home: Path, alloc_id: str) -> str:
+    from drivers.ledger import Ledger
+
+    ledger = Ledger(home / "state" / "ledger.sqlite")
+    try:
+        return ledger.get(alloc_id).status
+    finally:
+        ledger.close()
+
+
+def test_a_container_that_exits_at_once_is_exited_with_its_code_and_log(
+    shoal: Shoal, podman_engine: Podman, home: Path
 ) -> None:
     one = alloc(shoal, podman_engine, entry='sh -c "echo boom; exit 3"')
-    after = wait_for(
-        lambda: (s := status(shoal, one["id"]))["status"] == "GONE" and s, "status GONE", 30
-    )
+    # Recorded by its supervisor, with no shoal command asking the engine.
+    wait_for(lambda: ledger_status(home, one["id"]) == "EXITED", "the ledger to say EXITED", 30)
+    after = status(shoal, one["id"])
+    assert after["status"] == "EXITED"
+    assert after["note"].startswith("exited with code 3 at ")
     assert after["driver_status"] == "NONE"
     assert after["detail"]["exit_code"] == 3
     assert "boom" in after["detail"]["log_tail"]
     assert after["detail"]["state"] == "exited"
+
+
+def test_a_finished_container_gives_its_capacity_back(
+    shoal: Shoal, podman_engine: Podman, home: Path
+) -> None:
+    """docker shows Exited at once; the capacity must follow without a `status ID`."""
+    cpus = int(engine_info(podman_engine)["NCPU"])
+    run = shoal(
+        "alloc", "--driver", "container", "--cpu", str(cpus), "--ram", "1",
+        "-o", f"image={podman_engine.image}", "-o", "entry=sleep 1", "--json",
+    )  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+    first = run.json()["id"]
+    wait_for(lambda: ledger_status(home, first) == "EXITED", "EXITED", 30)
+    second = shoal(
+        "alloc", "--driver", "container", "--cpu", str(cpus), "--ram", "1",
+        "-o", f"image={podman_engine.image}", "-o", f"entry={IDLE}", "--json",
+    )  # fmt: skip
+    assert second.exit_code == 0, second.stderr
+    assert shoal("free", second.json()["id"]).exit_code == 0
+    assert shoal("free", first).exit_code == 0
+
+
+def test_a_container_removed_outside_shoal_is_gone_at_once(
+    shoal: Shoal, podman_engine: Podman, home: Path
+) -> None:
+    one = alloc(shoal, podman_engine)
+    podman_engine.run("rm", "-f", "-t", "0", one["resource"]["metadata"]["container"])
+    wait_for(lambda: ledger_status(home, one["id"]) in ("GONE", "EXITED"), "the end", 30)
 
 
 def test_free_stops_and_removes_and_is_harmless_twice(shoal: Shoal, podman_engine: Podman) -> None:

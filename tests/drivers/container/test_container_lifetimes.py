@@ -30,6 +30,15 @@ def due(made: dict) -> datetime:
     return datetime.strptime(made["expires"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
+def _gone(pid: int) -> bool:
+    """Exited (a zombie of this test process, which started it through the in-process CLI)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def running(podman: Podman, cid: str) -> bool:
     return bool(inspect(podman, cid)["State"]["Running"])
 
@@ -52,6 +61,25 @@ def test_a_lifetime_stops_the_container_with_no_shoal_running(
     assert freed.exit_code == 0, freed.stderr
     assert not exists(podman_engine, cid)
     assert status(shoal, made["id"])["detail"]["exit_code"] == 137  # recorded by free
+
+
+def test_a_container_started_again_outside_shoal_is_still_stopped_at_its_deadline(
+    shoal: Shoal, podman_engine: Podman
+) -> None:
+    """The supervisor left when /wait returned on the first stop, and the container ran
+    past its expiry with no shoal command run."""
+    made = alloc(shoal, podman_engine, "--lifetime", "6s")
+    cid = made["resource"]["metadata"]["container"]
+    podman_engine.run("stop", "-t", "0", cid)
+    wait_for(lambda: not running(podman_engine, cid), "the stop", timeout=30)
+    podman_engine.run("start", cid)
+    assert running(podman_engine, cid)
+    # Only the engine is asked until the deadline has passed: no shoal command runs.
+    wait_for(lambda: not running(podman_engine, cid), "the container to stop", timeout=60)
+    assert datetime.now(UTC) >= due(made)
+    supervisor = made["resource"]["metadata"]["supervisor"]["pid"]
+    wait_for(lambda: _gone(supervisor), "the supervisor to leave", 30)
+    assert shoal("free", made["id"]).exit_code == 0
 
 
 def test_a_killed_supervisor_leaves_the_container_to_the_next_command(
