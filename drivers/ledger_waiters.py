@@ -39,22 +39,33 @@ class LedgerWaiters(LedgerWindows):
         life: timedelta | None,
         is_remote: bool,
         token: str,
+        place: int | None = None,
     ) -> int:
-        """Queue an `alloc --wait` (its arrival order is the id) with its doorbell's token."""
+        """Queue an `alloc --wait` (its arrival order is the id) with its doorbell's token.
+        With `place`, a waiter keeps the place it had: its row gets this token, or comes
+        back under the same id if it was dropped (it looked dead to another shoal)."""
         pid, started = procinfo.self_identity()
         with self._write() as conn:
+            if place is not None:
+                sql = "UPDATE waiters SET token=? WHERE id=?"
+                if conn.execute(sql, (token, place)).rowcount:
+                    return place
             cursor = conn.execute(
-                "INSERT INTO waiters (driver, definition, cpu, ram, multitenancy, cpu_overbook, "
-                "ram_overbook, life_seconds, is_remote, token, owner_pid, owner_start, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO waiters (id, driver, definition, cpu, ram, multitenancy, "
+                "cpu_overbook, ram_overbook, life_seconds, is_remote, token, owner_pid, "
+                "owner_start, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    driver, json.dumps(definition), resources.cpu, resources.ram,
+                    place, driver, json.dumps(definition), resources.cpu, resources.ram,
                     int(resources.multitenancy), int(resources.cpu_overbook),
                     int(resources.ram_overbook), life.total_seconds() if life else None,
                     int(is_remote), token, pid, started, stamp(self.clock()),
                 ),
             )  # fmt: skip
             return int(cursor.lastrowid or 0)
+
+    def queued(self, waiter: int) -> bool:
+        """Whether this waiter still has its place."""
+        return bool(self._db.query("SELECT 1 FROM waiters WHERE id=?", (waiter,)))
 
     def leave(self, waiter: int) -> None:
         """Leave the queue without allocating: those behind may fit now, so they are rung."""
@@ -154,21 +165,25 @@ class LedgerWaiters(LedgerWindows):
 
     def ring_waiters(self) -> None:
         """Wake the first live waiter of each driver; it works out who fits (and wakes them).
-        A waiter whose pipe nobody holds is dead: its place is dropped and the next rung."""
+        A waiter that cannot be rung is dropped only if its process is gone; one that lives
+        (its pipe deleted, or it polls) catches up on its own tick, and the next of its
+        driver is rung as well."""
         from drivers import doorbell
         from providers.core.errors import ShoalError
 
         directory = doorbell.bell_dir(self.path)
         rung: set[str] = set()
         try:
-            rows = self._db.query("SELECT id, driver, token FROM waiters ORDER BY id")
+            rows = self._db.query(
+                "SELECT id, driver, token, owner_pid, owner_start FROM waiters ORDER BY id"
+            )
             dead: list[tuple[int, str]] = []
-            for waiter, driver, token in rows:
+            for waiter, driver, token, pid, started in rows:
                 if driver in rung:
                     continue
                 if doorbell.ring(directory, token):
                     rung.add(driver)
-                else:
+                elif pid is None or not procinfo.is_alive(pid, started):
                     dead.append((waiter, token))  # and on to the next one of its driver
             if dead:
                 with self._db.transaction() as conn:

@@ -25,7 +25,7 @@ from drivers.ledger_rows import (
     stamp,
     unstamp,
 )
-from drivers.ledger_store import HOLDING_SQL, LOCAL_SETTLED_SQL, LedgerStore
+from drivers.ledger_store import HOLDS_SQL, LOCAL_SETTLED_SQL, LedgerStore
 from providers.core.usage import AllocationUsage
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class LedgerWindows(LedgerStore):
         for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(
             "SELECT expires, SUM(cpu), SUM(ram), COUNT(*), MIN(multitenancy), "
             "MIN(cpu_overbook), MIN(ram_overbook), MIN(id) FROM allocations "
-            f"WHERE status IN {HOLDING_SQL} AND {scope} GROUP BY expires",
+            f"WHERE {HOLDS_SQL} AND {scope} GROUP BY expires",
             args,
         ):
             end = unstamp(expires) if expires else None
@@ -155,8 +155,8 @@ class LedgerWindows(LedgerStore):
         a reservation's claim deadline."""
         now = stamp(self.clock())
         rows = self._db.query(
-            "SELECT MIN(t) FROM (SELECT MIN(expires) AS t FROM allocations WHERE status IN "
-            f"{HOLDING_SQL} AND expires > ? UNION ALL SELECT MIN(claim_by) FROM allocations "
+            "SELECT MIN(t) FROM (SELECT MIN(expires) AS t FROM allocations WHERE "
+            f"{HOLDS_SQL} AND expires > ? UNION ALL SELECT MIN(claim_by) FROM allocations "
             "WHERE status=? AND claim_by > ?)",
             (now, RESERVED, now),
         )
@@ -165,15 +165,25 @@ class LedgerWindows(LedgerStore):
     # -- reservations ----------------------------------------------------------------------
 
     def claim(
-        self, alloc_id: str, definition: dict[str, Any], metadata: dict[str, Any]
+        self,
+        alloc_id: str,
+        definition: dict[str, Any],
+        metadata: dict[str, Any],
+        fits: Callable[[Resources], int] | None = None,
     ) -> Allocation:
         """RESERVED -> ALLOCATING for this shoal, from its window's start until it lapses; the
         definition and metadata become the claim's. Anything else is refused with what the
-        row is."""
+        row is. With `fits` (the driver's check for its definition), a claim whose room is
+        still held by allocations past their lifetime (still stopping) is refused (75)
+        until they have ended."""
         pid, started = procinfo.self_identity()
         with self._write() as conn:
             now = stamp(self.clock())
             self._sweep(conn, now)  # a reservation past its claim deadline lapses first
+            if fits is not None:
+                held_by = self._in_the_way(conn, alloc_id, fits)
+                if held_by:
+                    raise self.still_held(alloc_id, held_by)
             moved = conn.execute(
                 "UPDATE allocations SET status=?, updated=?, definition=?, metadata=?, "
                 "owner_pid=?, owner_start=?, note=? "
@@ -184,6 +194,55 @@ class LedgerWindows(LedgerStore):
         if not moved:
             raise self.unclaimable(self.get(alloc_id))
         return self.get(alloc_id)
+
+    def in_the_way(self, alloc_id: str, fits: Callable[[Resources], int]) -> list[str]:
+        """The allocations past their lifetime that still hold a reservation's room (their
+        workloads are being stopped): its claim waits for them (a read)."""
+        if not self.exists:
+            return []
+        try:
+            return patiently(lambda: self._in_the_way(self._db.conn(), alloc_id, fits))
+        except sqlite3.Error as exc:
+            raise self._db.failure(exc) from None
+
+    def _in_the_way(
+        self, conn: sqlite3.Connection, alloc_id: str, fits: Callable[[Resources], int]
+    ) -> list[str]:
+        """A reservation's room is booked beside everything that holds capacity during its
+        window; what it was not booked beside is what should have ended by its start:
+        allocations past their lifetime. While such an allocation still holds (its workload
+        in its SIGTERM grace, a `free` still stopping it) and the booked room does not fit
+        beside it, the claim would run two workloads on one room."""
+        from drivers.timeline import usage_at
+
+        now = self.clock()
+        overdue = [
+            str(row[0])
+            for row in conn.execute(
+                f"SELECT id FROM allocations WHERE {HOLDS_SQL} AND is_remote = 0 "
+                "AND expires IS NOT NULL AND expires <= ? ORDER BY expires, id",
+                (stamp(now),),
+            )
+        ]
+        if not overdue:
+            return []
+        others = [
+            span
+            for span in self._spans(conn, None, now)
+            if not (span.reserved and span.label == alloc_id)
+        ]
+        return [] if fits(usage_at(others, now)) >= 1 else overdue
+
+    def still_held(self, alloc_id: str, held_by: list[str]) -> Exception:
+        from providers.core.errors import NoCapacityError
+
+        names = ", ".join(held_by[:3])
+        if len(held_by) > 3:
+            names += f" and {len(held_by) - 3} more"
+        return NoCapacityError(
+            f"reservation {alloc_id}: its room is still held by {names}, past its lifetime and "
+            "being stopped; claim it once that has ended (--wait waits for it)"
+        )
 
     def unclaimable(self, row: Allocation) -> Exception:
         """Why `alloc --reservation` cannot claim this row now."""

@@ -9,28 +9,38 @@ transaction that checks the same rule, so a later waiter never overtakes an earl
 fits the same room. Between rings a waiter only asks SQLite whether anything changed
 (`PRAGMA data_version`), once a second; every few seconds, and when an expiry or a
 reservation's deadline passes, the first waiter looks again whatever changed. A waiter that
-dies keeps no place: its pipe tells (a ring fails), and so does its pid.
+dies keeps no place: its pid tells (checked when a ring fails, and by every sweep). The
+first waiter also cleans up after shoals that died (recover, every few seconds and when it
+becomes first): a row a dead shoal left ALLOCATING holds room nobody uses, and no other
+command may come to free it. A live waiter whose pipe or place went missing makes a new
+pipe and takes its place back; where no named pipe can be made, it polls.
 
 Reservations. A RESERVED row holds [start, start + lifetime) in every capacity check. At or
 after its start, `alloc --reservation ID` turns the same row into the allocation (no
 capacity check: the room is booked) until `claim_by` (start + the grace period,
-`[alloc] reservation_grace_minutes`); after that it LAPSES and holds nothing.
+`[alloc] reservation_grace_minutes`); after that it LAPSES and holds nothing. What held the
+room before the window must have ended first: an allocation past its lifetime that is still
+being stopped (its SIGTERM grace) is waited for. A claim interrupted in any way (Ctrl-C,
+SIGTERM, SIGHUP, or SIGKILL and the next command's cleanup) leaves the booking RESERVED.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from providers.core.errors import NoCapacityError, RetryableError, ShoalError, UsageError
 
 if TYPE_CHECKING:
     from drivers.base import ResourceDriver
+    from drivers.doorbell import Bell
     from drivers.ledger import WaiterFits
     from drivers.service import Drivers
     from drivers.timeline import Waiter
@@ -47,7 +57,13 @@ FOLLOWER_TICK_SECONDS = 5.0
 # The first waiter looks again after this many quiet ticks, changed or not (a ring lost to a
 # shoal killed between its commit and its ring; a remote backend's capacity).
 RECHECK_TICKS = 5
+# The first waiter cleans up after dead shoals (recover) at most this often (seconds), and at
+# once when it becomes first or an expiry passes: a shoal killed mid-alloc, or a waiter
+# killed right after taking its turn, leaves a row that holds room until someone does.
+TIDY_SECONDS = 5.0
 DEFAULT_GRACE = timedelta(minutes=15)
+# Signals that end a claim the way Ctrl-C does (its undo runs), instead of killing it mid-way.
+_HANGUPS = (signal.SIGTERM, signal.SIGHUP)
 # How far in the past `--at` may be and still mean "now" (it was parsed before the ledger
 # was opened).
 AT_SLACK = timedelta(seconds=5)
@@ -126,7 +142,6 @@ def wait_for_room(
     """Queue, sleep until this request fits and it is its turn, take the room; returns the
     ALLOCATING row's id and its expiry. Timeout: NoCapacityError (75). Ctrl-C leaves the
     queue and holds nothing."""
-    from drivers import doorbell
     from drivers.definition import expires_at
     from drivers.service_context import _capacity
     from providers.core.wire import to_wire
@@ -151,35 +166,37 @@ def wait_for_room(
             waiter=waiter,
         )
 
-    with contextlib.suppress(NoCapacityError):
-        return attempt(None), expiry[0]  # room now, and nobody queued before us
-    began = time.monotonic()
-    deadline = None if wait.timeout is None else began + wait.timeout
-    try:
-        bell = doorbell.Doorbell(doorbell.bell_dir(ledger.path))
-    except OSError as exc:
-        raise ShoalError(
-            f"--wait: cannot make a named pipe in {doorbell.bell_dir(ledger.path)} "
-            f"({exc.strerror}); check that the state dir is writable"
-        ) from None
-    place: int | None = None
-    try:
-        place = ledger.enqueue(
+    def queue_up(token: str, place: int | None = None) -> int:
+        return ledger.enqueue(
             driver=name,
             definition=to_wire(definition),
             resources=definition.resources,
             life=_life(definition),
             is_remote=driver.is_remote(),
-            token=bell.token,
+            token=token,
+            place=place,
         )
+
+    with contextlib.suppress(NoCapacityError):
+        return attempt(None), expiry[0]  # room now, and nobody queued before us
+    began = time.monotonic()
+    deadline = None if wait.timeout is None else began + wait.timeout
+    bell = _bell(ctx)
+    place: int | None = None
+    try:
+        place = queue_up(bell.token)
         version = ledger.data_version()
         quiet = 0
         due = _next_change(ctx)
         look = True  # at once: room may have come between the first try and queueing
         told = False
         leading = ledger.leads(place, name)
+        tidied: float | None = time.monotonic()  # allocate() has just recovered
         while True:
             if look:
+                if leading and (tidied is None or time.monotonic() - tidied >= TIDY_SECONDS):
+                    tidied = time.monotonic()
+                    _tidy(ctx)
                 got = _take_turn(ctx, driver, place, queue, attempt)
                 if got is not None:
                     place = None  # the row left the queue in the same transaction
@@ -199,30 +216,35 @@ def wait_for_room(
                         remaining=None if deadline is None else deadline - now,
                     )
                 )
-            tick = TICK_SECONDS if leading or wait.redraw else FOLLOWER_TICK_SECONDS
+            polling = not bell.rings
+            tick = TICK_SECONDS if leading or wait.redraw or polling else FOLLOWER_TICK_SECONDS
             if bell.wait(tick if deadline is None else min(tick, deadline - now)):
                 look, quiet = True, 0
                 continue
             look = False
             if not leading:
                 # Only the first waiter looks (it rings the others that fit); the rest sleep
-                # until rung, checking now and then whether the first died or left.
+                # until rung, checking now and then whether the first died or left, and
+                # whether their own place and pipe are still there. One that cannot be rung
+                # looks whenever the ledger changed.
+                bell, place = _keep_place(ctx, bell, place, queue_up)
                 look = leading = ledger.leads(place, name)
-                version, quiet = ledger.data_version(), 0
+                if leading:
+                    tidied = None  # the first died or left: what it held may be a dead shoal's
+                latest = ledger.data_version()
+                look = look or (polling and latest != version)
+                version, quiet = latest, 0
                 continue
             quiet += 1
             latest = ledger.data_version()
             passed = due is not None and ledger.clock() >= due
             if latest != version or passed or quiet >= RECHECK_TICKS:
                 version, quiet = latest, 0
+                bell, place = _keep_place(ctx, bell, place, queue_up)
                 look = leading = ledger.leads(place, name)
                 if passed:
                     due = _next_change(ctx)
-                    if look:
-                        from drivers.service import recover
-
-                        with contextlib.suppress(ShoalError):
-                            recover(ctx)  # an expiry passed: record it, so its room counts
+                    tidied = None  # an expiry passed: record it, so its room counts
     finally:
         from drivers.service_context import _no_interrupts
 
@@ -231,6 +253,53 @@ def wait_for_room(
                 with contextlib.suppress(ShoalError):
                     ledger.leave(place)
             bell.close()
+
+
+def _bell(ctx: Drivers) -> Bell:
+    """This waiter's doorbell; where named pipes cannot be made at all, a polling waiter."""
+    from drivers import doorbell
+
+    directory = doorbell.bell_dir(ctx.ledger.path)
+    try:
+        return doorbell.open_bell(directory)
+    except OSError as exc:
+        raise ShoalError(
+            f"--wait: cannot make a named pipe in {directory} ({exc.strerror}); check that "
+            "the state dir is writable"
+        ) from None
+
+
+def _keep_place(
+    ctx: Drivers, bell: Bell, place: int, queue_up: Callable[[str, int | None], int]
+) -> tuple[Bell, int]:
+    """A waiter whose pipe was deleted or replaced makes a new one; one whose place was
+    dropped (it looked dead to another shoal: another pid namespace) takes it back, in the
+    same arrival order. Else it would wait, unrung and unserved, forever."""
+    if bell.intact():
+        if ctx.ledger.queued(place):
+            return bell, place
+        return bell, queue_up(bell.token, place)
+    from drivers import doorbell
+
+    try:
+        fresh = doorbell.open_bell(doorbell.bell_dir(ctx.ledger.path))
+    except OSError:
+        fresh = doorbell.Polling()  # it can still look for itself
+    bell.close()
+    return fresh, queue_up(fresh.token, place)
+
+
+def _tidy(ctx: Drivers) -> None:
+    """What the first waiter does now and then, as any shoal command would: clean up after
+    shoals that died mid-way (their rows hold room nobody uses) and record expiries. A
+    warning it repeats is said once."""
+    from drivers.service import recover
+
+    said = list(ctx.warnings)
+    with contextlib.suppress(ShoalError):
+        recover(ctx)
+    fresh = [w for w in ctx.warnings[len(said) :] if w not in said]
+    ctx.warnings[len(said) :] = list(dict.fromkeys(fresh))
 
 
 def _take_turn(
@@ -360,7 +429,11 @@ def book(
 
 
 def reserved_definition(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
-    """What a reservation was booked with: the base a claim's definition and flags add to."""
+    """What a reservation was booked with: the base a claim's definition and flags add to.
+    A claim whose shoal died (kill -9) is undone first: the booking is RESERVED again."""
+    from drivers.service import recover
+
+    recover(ctx)
     row = ctx.ledger.get(alloc_id)
     if row.status != "RESERVED":
         raise ctx.ledger.unclaimable(row)
@@ -380,13 +453,30 @@ def claim(
 ) -> AllocationView:
     """Turn a reservation into a running allocation with the capacity it booked; the
     allocation ends where the reservation's window does. A failed or interrupted claim
-    leaves it RESERVED (to claim again until it lapses)."""
+    (Ctrl-C, SIGTERM, SIGHUP; SIGKILL once the next command has cleaned up) leaves it
+    RESERVED (to claim again until it lapses). The room is taken once what held it before
+    the window has ended: an allocation past its lifetime still being stopped is waited for
+    (`wait`) or refused (75)."""
+    with _hangups_interrupt():
+        return _claim(ctx, alloc_id, definition, metadata, committed, wait)
+
+
+def _claim(
+    ctx: Drivers,
+    alloc_id: str,
+    definition: LabelDefinition,
+    metadata: dict[str, Any],
+    committed: Callable[[AllocationView], None] | None,
+    wait: Wait | None,
+) -> AllocationView:
     from drivers import ledger as L
     from drivers.ledger_rows import unstamp
     from drivers.service import check_metadata, prepare, recover
     from drivers.service_alloc import _bring_up
+    from drivers.service_context import _capacity
     from providers.core.wire import to_wire
 
+    recover(ctx)  # a claim whose shoal died is undone first
     row = ctx.ledger.get(alloc_id)
     if row.status != L.RESERVED:
         raise ctx.ledger.unclaimable(row)
@@ -416,17 +506,24 @@ def claim(
             f"({booked.get('lifetime')}); drop --lifetime"
         )
     check_metadata(driver, metadata)
-    recover(ctx)
     assert row.starts is not None and row.expires is not None
     starts = unstamp(row.starts)
+    began = time.monotonic()
     if wait is not None and ctx.ledger.clock() < starts:
-        _sleep_until(ctx, starts, wait, f"reservation {alloc_id} to start")
+        _sleep_until(ctx, starts, wait, f"reservation {alloc_id} to start", began)
+        recover(ctx)  # what should have ended by the start: recorded (stopped) now
+
+    def fits(usage: Resources) -> int:
+        return _capacity(driver, usage, definition)
+
+    if wait is not None:
+        _wait_out(ctx, alloc_id, fits, wait, began)
     ends = unstamp(row.expires)
     # The workload may live to the window's end, however late in its grace it was claimed.
     left = math.ceil((ends - ctx.ledger.clock()).total_seconds())
     definition.resources.lifetime = f"{max(1, left)}s"
     metadata = {**row.metadata, **metadata}  # the claim's add to the booking's
-    ctx.ledger.claim(alloc_id, to_wire(definition), metadata)
+    ctx.ledger.claim(alloc_id, to_wire(definition), metadata, fits=fits)
 
     def undo(note: str) -> None:
         ctx.ledger.set_status(
@@ -437,18 +534,21 @@ def claim(
     return _bring_up(ctx, driver, definition, metadata, alloc_id, ends, committed, undo=undo)
 
 
-def _sleep_until(ctx: Drivers, starts: datetime, wait: Wait, what: str) -> None:
+def _remaining(wait: Wait, began: float) -> float | None:
+    return None if wait.timeout is None else wait.timeout - (time.monotonic() - began)
+
+
+def _sleep_until(ctx: Drivers, starts: datetime, wait: Wait, what: str, began: float) -> None:
     """`--reservation ID --wait` before the window: sleep to its start (Ctrl-C ends it)."""
     from drivers.timeline import duration_text
 
-    began = time.monotonic()
     told = False
     while True:
         left = (starts - ctx.ledger.clock()).total_seconds()
         if left <= 0:
             return
         waited = time.monotonic() - began
-        remaining = None if wait.timeout is None else wait.timeout - waited
+        remaining = _remaining(wait, began)
         if remaining is not None and remaining <= 0:
             raise RetryableError(
                 f"timed out after {duration_text(timedelta(seconds=waited))} waiting for "
@@ -459,3 +559,70 @@ def _sleep_until(ctx: Drivers, starts: datetime, wait: Wait, what: str) -> None:
             wait.progress(WaitState(what, 0, waited, remaining))
         step = min(TICK_SECONDS, left, remaining if remaining is not None else left)
         time.sleep(max(0.0, step))
+
+
+def _wait_out(
+    ctx: Drivers, alloc_id: str, fits: Callable[[Resources], int], wait: Wait, began: float
+) -> None:
+    """`--reservation ID --wait` at or after the window's start: wait until the allocations
+    past their lifetime that still hold its room have ended (a workload in its SIGTERM
+    grace, a `free` still stopping it), cleaning up as any command would meanwhile."""
+    from drivers.timeline import duration_text
+
+    told = False
+    while True:
+        held_by = ctx.ledger.in_the_way(alloc_id, fits)
+        if not held_by:
+            return
+        waited = time.monotonic() - began
+        remaining = _remaining(wait, began)
+        if remaining is not None and remaining <= 0:
+            raise NoCapacityError(
+                f"timed out after {duration_text(timedelta(seconds=waited))} waiting for "
+                f"reservation {alloc_id}'s room: still held by {', '.join(held_by[:3])}, past "
+                "its lifetime and being stopped"
+            )
+        if wait.progress is not None and (wait.redraw or not told):
+            told = True
+            what = f"reservation {alloc_id}'s room ({', '.join(held_by[:3])} still stopping)"
+            wait.progress(WaitState(what, 0, waited, remaining))
+        step = TICK_SECONDS if remaining is None else min(TICK_SECONDS, remaining)
+        time.sleep(max(0.0, step))
+        _tidy(ctx)  # records an expiry (stopping what its supervisor left) or a dead shoal's
+
+
+@contextlib.contextmanager
+def _hangups_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP during a claim are Ctrl-C (KeyboardInterrupt): its undo leaves the
+    booking RESERVED, where their default action would kill the claim mid-way and lose the
+    booking with it. Where Ctrl-C is held off (an undo running, or the allocation recorded:
+    a claim never ends failing with a live allocation it did not report), so are they. A
+    shoal started with SIGINT ignored (a background job) keeps ignoring it, and one started
+    with SIGHUP ignored (nohup) keeps ignoring that."""
+    try:
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, *_HANGUPS)}
+        started_ignored = previous[signal.SIGINT] == signal.SIG_IGN
+
+        def ignored_int(signum: int, frame: FrameType | None) -> None:
+            pass  # SIGINT ignored, as it was: SIG_IGN now only means "held off"
+
+        def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+            if signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+                raise KeyboardInterrupt
+
+        if started_ignored:
+            signal.signal(signal.SIGINT, ignored_int)
+        for sig in _HANGUPS:
+            if previous[sig] != signal.SIG_IGN:
+                signal.signal(sig, as_ctrl_c)
+    except ValueError:  # not the main thread: signals are not ours to change
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig in _HANGUPS:
+            # None: a handler installed outside Python, which cannot be put back as it was.
+            signal.signal(sig, signal.SIG_DFL if previous[sig] is None else previous[sig])
+        if started_ignored and signal.getsignal(signal.SIGINT) is ignored_int:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

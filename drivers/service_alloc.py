@@ -38,12 +38,24 @@ ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 
 
 def recover(ctx: Drivers) -> None:
-    """Undo allocations whose shoal process died before finishing them."""
+    """Undo allocations whose shoal process died before finishing them. A claim of a
+    reservation (its row has a window start) goes back to RESERVED: the booking outlives
+    the claim, as it does a claim interrupted by Ctrl-C."""
     for row in ctx.ledger.sweep():
         try:
             ctx.driver(row.driver).deallocate(_resource(row))
         except ShoalError as exc:
             ctx.warnings.append(f"allocation {row.id} was interrupted and cleanup failed: {exc}")
+            continue
+        if row.starts is not None:
+            ctx.ledger.set_status(
+                row.id, L.RESERVED, expect=(L.ORPHANED,),
+                note=f"claim failed ({row.note}); still reserved until it lapses",
+            )  # fmt: skip
+            ctx.warnings.append(
+                f"reservation {row.id}: its claim was interrupted ({row.note}); cleaned up, "
+                "still reserved"
+            )
             continue
         ctx.ledger.set_status(
             row.id, L.FAILED, note=f"{row.note}; cleaned up", expect=(L.ORPHANED,)

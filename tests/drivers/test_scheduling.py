@@ -200,6 +200,30 @@ def test_claim_turns_the_reservation_into_the_allocation_with_its_room(
         claim(ctx, reserved)
 
 
+def test_a_claim_waits_for_an_allocation_past_its_lifetime_that_still_holds_the_room(
+    ctx: Drivers, clock: Clock
+) -> None:
+    before = allocate(ctx, CPU, 1, "30m")
+    reserved = book(ctx, CPU, 1, clock.now + 30 * MINUTE, "1h")
+    clock.advance(31 * MINUTE)
+    # Its workload is still being stopped (a `free` in its SIGTERM grace): it holds the room.
+    assert ctx.ledger.set_status(
+        before, L.FREEING, note=L.FREEING_FROM + L.ALLOCATED, expect=(L.ALLOCATED,), owner=True
+    )
+    with pytest.raises(NoCapacityError, match=f"still held by {before}"):
+        claim(ctx, reserved)
+    assert ctx.ledger.get(reserved).status == L.RESERVED
+    base = scheduling.reserved_definition(ctx, reserved)
+    from providers.core.wire import from_wire
+
+    waited = scheduling.Wait(timeout=0.3)
+    with pytest.raises(NoCapacityError, match=f"timed out .* still held by {before}"):
+        scheduling.claim(ctx, reserved, from_wire(LabelDefinition, base), {}, wait=waited)
+    assert ctx.ledger.set_status(before, L.FREED, expect=(L.FREEING,))
+    assert claim(ctx, reserved) == reserved
+    assert ctx.ledger.get(reserved).status == L.ALLOCATED
+
+
 def test_a_reservation_not_claimed_in_its_grace_lapses_and_frees_its_room(
     ctx: Drivers, clock: Clock
 ) -> None:
