@@ -1,14 +1,86 @@
-"""Console entry point."""
+"""Console entry point.
 
-from __future__ import annotations
+Ctrl-C is the app's to answer (`shoal: error: interrupted`, exit 130) from the first line
+here: the app's own handlers (cli/app.py) are only in place once its ~60 ms of imports are
+done, and a Ctrl-C before that was a Python traceback. Once the outcome is decided (the
+command returned, failed or was interrupted), Ctrl-C changes nothing: see `_settle`.
+"""
+
+# No imports here: this module is imported before any Ctrl-C handling is in place, so it
+# must be imported at once (not even __future__).
+
+INTERRUPTED = 130  # cli.exit_codes.ExitCode.INTERRUPTED, which may not be importable yet
 
 
 def main() -> None:
     import sys
 
-    from cli.app import build_app
+    try:
+        from cli.app import build_app
 
-    build_app(sys.argv[1:])(prog_name="shoal")
+        build_app(sys.argv[1:])(prog_name="shoal")
+    except SystemExit:
+        _settle()
+        raise
+    except BaseException as exc:
+        decided = _decided(exc)
+        if decided is not None:  # a Ctrl-C that came as the command was exiting
+            _settle()
+            raise decided from None
+        if not _interrupted(exc):
+            raise
+        _settle()
+        sys.stderr.write("shoal: error: interrupted\n")
+        raise SystemExit(INTERRUPTED) from None
+    _settle()
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it was raised from or while handling, without cycles."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not other for other in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Ctrl-C, also as Python wraps it: a KeyboardInterrupt raised while a class was being
+    built during an import surfaces as the RuntimeError whose cause it is."""
+    return any(isinstance(one, KeyboardInterrupt) for one in _chain(exc))
+
+
+def _decided(exc: BaseException) -> SystemExit | None:
+    """The exit a Ctrl-C interrupted on its way out (raised in a `finally` it passed
+    through): the command's outcome stands, and was printed already."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return None
+    return next((one for one in _chain(exc) if isinstance(one, SystemExit)), None)
+
+
+def _settle() -> None:
+    """Ctrl-C is ignored from here to the process's end, so the exit is the outcome's.
+
+    Two ways a Ctrl-C after the outcome killed shoal by SIGINT (a parent saw -2, whatever
+    was printed): Python restores SIGINT's default action before it tears its modules
+    down (tens of ms after `free` printed "freed"), and it leaves an ignored one alone; and
+    under `python -m`, a KeyboardInterrupt that once passed through code run by exec() of a
+    string (a dataclass being built) sets the interpreter's "unhandled KeyboardInterrupt"
+    flag, which makes it kill itself by SIGINT at exit even though shoal handled it. Any
+    exec() of a string that completes clears that flag again.
+    """
+    import signal
+
+    while True:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            break
+        except KeyboardInterrupt:  # one that came just now: the outcome is decided already
+            continue
+        except ValueError:  # not the main thread: an embedding caller's signals, not ours
+            return
+    exec("")  # clears the flag above; runs nothing
 
 
 if __name__ == "__main__":

@@ -24,13 +24,16 @@ MAX_LIFETIME = timedelta(days=36_525)
 
 
 def _lifetime(text: str) -> str:
-    if text:
-        try:
-            life = parse_duration(text, "lifetime")
-        except UsageError as exc:
-            raise ValueError(str(exc).removeprefix("lifetime: ")) from None
-        if life > MAX_LIFETIME:
-            raise ValueError(f"{text!r} is over 100 years; leave it out for no lifetime")
+    # "" would mean no lifetime, as leaving it out does; written out, it is more likely a
+    # template's unset variable than a wish for a workload that never ends.
+    if not text:
+        raise ValueError("empty; give a duration such as 30m or 2h, or leave it out for none")
+    try:
+        life = parse_duration(text, "lifetime")
+    except UsageError as exc:
+        raise ValueError(str(exc).removeprefix("lifetime: ")) from None
+    if life > MAX_LIFETIME:
+        raise ValueError(f"{text!r} is over 100 years; leave it out for no lifetime")
     return text
 
 

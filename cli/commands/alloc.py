@@ -12,6 +12,7 @@ from cli import output
 from cli.commands.alloc_definition import build_definition, parse_pairs
 from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.commands.driver_service import flush_warnings, open_service
+from cli.commands.flags import not_empty
 from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 
@@ -124,6 +125,7 @@ def alloc(
     as_json = output.select(as_json, output_format)
     from drivers import service
 
+    _check_values(driver, lifetime, timeout, at, reservation)
     _check_combination(dry_run, wait, timeout, at, reservation)
     waiting = _wait_spec(wait, timeout)
     when = None
@@ -237,6 +239,22 @@ def _show_choice(driver: str, choice: dict[str, Any]) -> None:
         output.message(f"{driver}: {note}")
 
 
+def _check_values(
+    driver: str | None,
+    lifetime: str | None,
+    timeout: str | None,
+    at: str | None,
+    reservation: str | None,
+) -> None:
+    not_empty(driver, "--driver", "give a driver or driver/instance (see `shoal drivers`)")
+    not_empty(lifetime, "--lifetime", "give a duration such as 30m or 2h, or leave --lifetime "
+              "out for no lifetime")  # fmt: skip
+    not_empty(timeout, "--timeout", "give a duration such as 30s or 10m, or leave --timeout "
+              "out to wait without a limit")  # fmt: skip
+    not_empty(at, "--at", "give a time such as +2h or 2026-12-24T18:00:00Z")
+    not_empty(reservation, "--reservation", "give the id `alloc --at` printed")
+
+
 def _check_combination(
     dry_run: bool, wait: bool, timeout: str | None, at: str | None, reservation: str | None
 ) -> None:
@@ -257,7 +275,7 @@ def _wait_spec(wait: bool, timeout: str | None) -> "Wait | None":
     from drivers.scheduling import Wait
     from providers.core.timeutil import parse_duration
 
-    seconds = parse_duration(timeout, "--timeout").total_seconds() if timeout else None
+    seconds = None if timeout is None else parse_duration(timeout, "--timeout").total_seconds()
     return Wait(timeout=seconds)
 
 

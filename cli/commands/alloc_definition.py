@@ -4,7 +4,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from providers.core.errors import UsageError
+from providers.core.errors import UsageError, shown
 
 if TYPE_CHECKING:
     from drivers.types import LabelDefinition
@@ -17,11 +17,19 @@ def parse_pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[s
         if not sep or not key:
             raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
         if parse_json:
+            from drivers.definition import DuplicateKey, unique_object
             from providers.core.numbers import reject_constant
 
             try:
                 # NaN/Infinity stay strings, which the option's type check then refuses.
-                out[key] = json.loads(value, parse_constant=reject_constant)
+                out[key] = json.loads(
+                    value, parse_constant=reject_constant, object_pairs_hook=unique_object
+                )
+            except DuplicateKey as exc:
+                raise UsageError(
+                    f"{flag} {key}: its JSON value gives the key {shown(exc.key)} twice; give "
+                    "each key once"
+                ) from None
             except (ValueError, RecursionError):
                 out[key] = value
         else:

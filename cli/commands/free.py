@@ -7,6 +7,7 @@ import typer
 from cli import output
 from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.commands.driver_service import flush_warnings, open_service
+from cli.commands.flags import not_empty
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ def free(
     as_json = output.select(as_json, output_format)
     from drivers import service
 
+    not_empty(remote, "--remote", "give a driver (see `shoal drivers`), or leave --remote out")
     ids = list(dict.fromkeys(alloc_ids or []))
     if bool(ids) == expired:
         raise UsageError("give allocation IDs or --expired (not both)")

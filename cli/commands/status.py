@@ -9,6 +9,7 @@ import typer
 from cli import output
 from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.commands.driver_service import flush_warnings, open_service
+from cli.commands.flags import not_empty
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ def status(
     as_json = output.select(as_json, output_format)
     from drivers import service
 
+    not_empty(remote, "--remote", "give a driver (see `shoal drivers`), or leave --remote out")
+    not_empty(driver, "--driver", "give a driver or driver/instance, or leave --driver out")
+    for given in statuses or []:
+        not_empty(given, "--status", "give statuses such as allocated,failed")
     listing = service.Listing.parse(driver, statuses, sort)
     if alloc_id is not None and not listing.is_plain():
         raise UsageError("--driver, --status and --sort filter a list; give no ID with them")

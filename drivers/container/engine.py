@@ -197,7 +197,9 @@ class Engine:
             try:
                 content = response.read_all(MAX_BYTES)
             except (OSError, ProtocolError) as exc:
-                raise self._broken(_DROPPED, exc, method, path) from None
+                # A body framed wrong is the engine's fault, not a dropped connection to retry.
+                kind = _BROKEN if isinstance(exc, ProtocolError) else _DROPPED
+                raise self._broken(kind, exc, method, path) from None
             if len(content) > MAX_BYTES:
                 error = f"the answer is larger than {MAX_BYTES} bytes; stopped"
                 raise self._fail(_BROKEN, method, path, error=error)

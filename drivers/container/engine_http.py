@@ -13,8 +13,18 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterable, Mapping
 
-_LINE_MAX = 1 << 16  # a status line, a header or a chunk size longer than this is broken
+_LINE_MAX = 1 << 16  # a status line or a header longer than this is broken
 _HEADERS_MAX = 200
+_HEAD_MAX = 1 << 20  # all the lines before the body (interim answers too), in bytes
+_INTERIM_MAX = 5  # 1xx answers before the real one (as many as Go's net/http takes)
+# A chunk's size line: at most 16 hex digits (a 64-bit size, as Go's net/http reads it), and
+# with its extensions (ignored) at most 4 KiB. Framing that outweighs the data it frames (tiny
+# chunks under long extensions) may exceed it by 16 KiB at most, as in Go's net/http: else an
+# engine could keep us reading without end while the data stays under the caller's cap.
+_SIZE_LINE_MAX = 4096
+_SIZE_DIGITS_MAX = 16
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
+_OVERHEAD_MAX = 16 << 10
 _BODILESS = (204, 304)
 
 
@@ -72,19 +82,34 @@ class Response:
     def __init__(self, sock: socket.socket, method: str) -> None:
         self._sock = sock
         self._file = sock.makefile("rb")
+        try:
+            self._begin(method)
+        except BaseException:
+            # The file holds the socket open (the caller's sock.close() alone would not):
+            # a hostile engine would go on sending into it.
+            self._file.close()
+            raise
+
+    def _begin(self, method: str) -> None:
+        self._head_left = _HEAD_MAX
         self.status, self.reason = self._status_line()
         self.headers = self._headers()
+        interim = 0
         while 100 <= self.status < 200:  # 100 Continue and the like: the answer follows
+            interim += 1
+            if interim > _INTERIM_MAX:
+                raise ProtocolError(f"more than {_INTERIM_MAX} interim (1xx) answers")
             self.status, self.reason = self._status_line()
             self.headers = self._headers()
         self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
         self._left: int | None = 0  # bytes left (of the chunk); None: up to the close
+        self._overhead = 0  # chunk framing not yet paid for by chunk data, in bytes
         self._done = method == "HEAD" or self.status in _BODILESS
         if not self._done and not self._chunked:
             length = self.headers.get("content-length")
             if length is None:
                 self._left = None
-            elif length.strip().isdigit():
+            elif length.strip().isascii() and length.strip().isdigit():
                 self._left = int(length)
             else:
                 raise ProtocolError(f"Content-Length {length[:40]!r}")
@@ -94,9 +119,13 @@ class Response:
         self._sock.close()
 
     def _line(self) -> bytes:
-        line = self._file.readline(_LINE_MAX + 1)
+        """A line of the head: no longer than 64 KiB, and all of them at most 1 MiB."""
+        line = self._file.readline(min(_LINE_MAX, self._head_left) + 1)
         if len(line) > _LINE_MAX:
             raise ProtocolError("a line longer than 64 KiB")
+        self._head_left -= len(line)
+        if self._head_left < 0:
+            raise ProtocolError(f"an answer's head longer than {_HEAD_MAX} bytes")
         return line
 
     def _status_line(self) -> tuple[int, str]:
@@ -132,14 +161,9 @@ class Response:
             self._done = not data
             return data
         if self._chunked and self._left == 0:
-            head = self._line().split(b";", 1)[0].strip()
-            try:
-                self._left = int(head, 16)
-            except ValueError:
-                raise ProtocolError(f"not a chunk size: {head[:20]!r}") from None
+            self._left = self._chunk_size()
             if self._left == 0:  # the last chunk, then trailers up to a blank line
-                while self._line() not in (b"\r\n", b"\n", b""):
-                    pass
+                self._trailers()
                 self._done = True
                 return b""
         if self._left == 0:
@@ -150,8 +174,34 @@ class Response:
             raise ProtocolError("the answer ended before its length")
         self._left -= len(data)
         if self._chunked and self._left == 0:
-            self._line()  # the CRLF after the chunk
+            end = self._file.readline(2)
+            if end not in (b"\r\n", b"\n"):
+                raise ProtocolError(f"a chunk not followed by CRLF: {end!r}")
         return data
+
+    def _chunk_size(self) -> int:
+        """The next chunk's size: hex digits only. int(_, 16) alone would take "-1" (then
+        read(-1) reads to the end of the stream, past any cap), "+1", "0x1", "1_0" and
+        spaces."""
+        line = self._file.readline(_SIZE_LINE_MAX + 1)
+        if len(line) > _SIZE_LINE_MAX:
+            raise ProtocolError(f"a chunk size line longer than {_SIZE_LINE_MAX} bytes")
+        if not line.endswith(b"\n"):
+            raise ProtocolError("the answer ended before its last chunk")
+        digits = line.split(b";", 1)[0].rstrip(b"\r\n").rstrip(b" \t")  # spaces before a ";"
+        if not 0 < len(digits) <= _SIZE_DIGITS_MAX or not _HEX_DIGITS.issuperset(digits):
+            raise ProtocolError(f"not a chunk size: {digits[:20]!r}")
+        size = int(digits, 16)
+        self._overhead = max(0, self._overhead + len(line) + 2 - 16 - 2 * size)
+        if self._overhead > _OVERHEAD_MAX:
+            raise ProtocolError("chunk framing far larger than the data it carries")
+        return size
+
+    def _trailers(self) -> None:
+        for _ in range(_HEADERS_MAX):
+            if self._line() in (b"\r\n", b"\n", b""):
+                return
+        raise ProtocolError(f"more than {_HEADERS_MAX} trailers")
 
     def read_all(self, limit: int) -> bytes:
         """The whole body, or its first `limit` + 1 bytes when it is longer (a caller's cue)."""

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from drivers.base import CAPACITY_ERROR, ResourceDriverTask
 from drivers.capacity import fit_count
-from drivers.fields import Probability
+from drivers.fields import MAX_DELAY_SECONDS, Delay, Probability
 from drivers.options import ensure_workspace, load_config, parse_options, roll
 from drivers.types import (
     STATUS_ALLOCATED,
@@ -32,13 +32,14 @@ from drivers.types import (
 from providers.core import schema
 from providers.core.errors import ShoalError, UsageError
 from providers.core.settings import Settings
-from providers.core.strict import Count, NonNegative, Strict
+from providers.core.strict import Count, Strict
 from providers.core.timeutil import utcnow
 from providers.core.wire import format_time
 
 ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 
 OVERBOOK = "extra {} tenants may share when all allow it"
+STALL = f"seconds to stall, 0 to {MAX_DELAY_SECONDS}"
 
 
 class TestConfig(Strict):
@@ -68,9 +69,9 @@ class TestOptions(Strict):
     fail_status: Probability = 0
     fail_deallocate: Probability = 0
     fail_snapshot: Probability = 0
-    delay_available_capacity: NonNegative = Field(0.0, description="seconds to stall")
-    delay_allocate: NonNegative = Field(0.0, description="seconds to stall")
-    delay_deallocate: NonNegative = Field(0.0, description="seconds to stall")
+    delay_available_capacity: Delay = Field(0.0, description=STALL)
+    delay_allocate: Delay = Field(0.0, description=STALL)
+    delay_deallocate: Delay = Field(0.0, description=STALL)
 
 
 class SnapshotOptions(Strict):
@@ -181,7 +182,8 @@ class TestDriver:
             max(self.cfg.fail_deallocate, opts.get("fail_deallocate", 0)),
         )
         if opts.get("delay_deallocate"):
-            time.sleep(float(opts["delay_deallocate"]))
+            # Bounded again: a row stored before the option was (1e18 overflowed the sleep).
+            time.sleep(min(float(opts["delay_deallocate"]), MAX_DELAY_SECONDS))
         # Already gone is what deallocate wants, so it is not an error.
         self._marker(res.identifier).unlink(missing_ok=True)
 

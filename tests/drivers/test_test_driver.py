@@ -178,6 +178,26 @@ def test_option_out_of_range_is_a_usage_error(cli, limited: None) -> None:
     assert listed(cli) == {}
 
 
+@pytest.mark.parametrize("option", ["delay_allocate", "delay_available_capacity",
+                                    "delay_deallocate"])
+@pytest.mark.parametrize("value", ["1e18", "1e308", "-1"])
+def test_a_stall_past_a_day_is_a_usage_error_naming_the_range(
+    cli, limited: None, option: str, value: str
+) -> None:
+    # 1e18 s overflowed time.sleep ("unexpected OverflowError"), delay_deallocate only when
+    # the allocation it was stored with was freed.
+    run = cli(*ALLOC, "-o", f"{option}={value}", env={"SHOAL_DEBUG": ""})
+    assert run.exit_code == 2, run
+    assert f"options.{option}: must be" in run.stderr
+    assert "0 to 86400" in run.stderr
+    assert "unexpected" not in run.stderr
+    assert listed(cli) == {}
+
+
+def test_a_stall_within_a_day_is_taken(cli, limited: None) -> None:
+    assert alloc_id(cli, "-o", "delay_allocate=0.01", "-o", "delay_deallocate=0.01")
+
+
 def test_unknown_instance_config_key_is_a_config_error(
     cli, write_config: Callable[[str], Path]
 ) -> None:

@@ -84,6 +84,23 @@ def test_chunked_read_whole_and_in_small_pieces(pair: tuple[socket.socket, socke
     assert max(map(len, pieces)) <= 4
 
 
+@pytest.mark.parametrize(
+    "framed",
+    [
+        b"B\r\nhello world\r\n0\r\n\r\n",  # upper-case hex
+        b"0000b\r\nhello world\r\n0\r\n\r\n",  # leading zeros
+        b"5 ;ext\r\nhello\r\n6\t; a=\"b\"\r\n world\r\n0\r\n\r\n",  # space before ";"
+        b"5\nhello\n6\n world\n0\n\n",  # bare LF line ends
+        b"5\r\nhello\r\n6\r\n world\r\n0\r\n",  # no blank line after the last chunk
+    ],
+)
+def test_chunk_sizes_as_servers_write_them(
+    pair: tuple[socket.socket, socket.socket], framed: bytes
+) -> None:
+    got = answer(pair, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + framed)
+    assert got.read_all(100) == b"hello world"
+
+
 def test_up_to_the_close_and_no_body_where_none_may_be(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
@@ -112,6 +129,7 @@ def test_read_all_stops_past_its_limit(pair: tuple[socket.socket, socket.socket]
         b"HTTP/1.1 2xx OK\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n",  # a digit, but not ASCII
         b"HTTP/1.1 200 OK\r\nContent-Le",
     ],
 )
