@@ -439,6 +439,28 @@ def _ring(path: str) -> bool:
         os.close(fd)
 
 
+def still_held(spec: dict[str, Any]) -> bool:
+    """Whether the allocation may still need its supervisor: its ledger is there and its row
+    has not been freed or failed. A supervisor whose engine has gone away asks this, so it
+    does not outlive the allocation (or a removed SHOAL_HOME) retrying forever."""
+    import sqlite3
+
+    path, alloc = spec.get("ledger"), spec.get("allocation")
+    if not isinstance(path, str) or not isinstance(alloc, str):
+        return True  # a spec from before the ledger was named: the deadline ends it
+    if not os.path.exists(path):
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT status FROM allocations WHERE id=?", (alloc,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True  # busy or unreadable now: look again later
+    return row is not None and row[0] not in ("FREED", "FAILED")
+
+
 def exit_note(outcome: dict[str, Any]) -> str:
     code, name = outcome.get("exit_code"), outcome.get("signal")
     when = outcome.get("ended") or now_text()
@@ -547,6 +569,8 @@ def run_container(spec: dict[str, Any]) -> int:
         except TimeoutError:
             continue  # still running: look at the deadline again
         except (OSError, http.client.HTTPException):  # the engine is away (a restart)
+            if not still_held(spec):
+                return 0  # freed meanwhile, or its ledger is gone: nothing is ours to watch
             time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
             continue
         if code == 404:
@@ -570,6 +594,8 @@ def run_container(spec: dict[str, Any]) -> int:
             code = engine_call(address, "POST", stop, grace + 60)
         except (OSError, http.client.HTTPException):
             code = 0
+            if not still_held(spec):
+                return 0
         if code in (204, 304, 404):
             if condition == "not-running" and code == 204:
                 record_end(spec, "EXPIRED", {"reason": "expired", "ended": now_text()})
