@@ -51,6 +51,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _LINGER_POLL_SECONDS = 1.0  # marked processes outside the tree are looked for this often
 _STOP_POLL_SECONDS = 0.05
 _ENGINE_RETRY_SECONDS = 2.0
+ENGINE_AWAY_SECONDS = 600.0  # a container without a lifetime stops being watched after this
 
 
 def now_text() -> str:
@@ -559,6 +560,7 @@ def run_container(spec: dict[str, Any]) -> int:
     due = spec.get("deadline")
     deadline = float(due) if isinstance(due, (int, float)) else None
     condition = "not-running"
+    away: float | None = None  # since when the engine has not answered
     while True:
         left = deadline - time.time() if deadline is not None else 3600.0
         if left <= 0:
@@ -571,8 +573,14 @@ def run_container(spec: dict[str, Any]) -> int:
         except (OSError, http.client.HTTPException):  # the engine is away (a restart)
             if not still_held(spec):
                 return 0  # freed meanwhile, or its ledger is gone: nothing is ours to watch
+            away = away if away is not None else time.monotonic()
+            if deadline is None and time.monotonic() - away > ENGINE_AWAY_SECONDS:
+                # No lifetime to enforce: only the end is left to record, which the next
+                # `shoal status ID` does as well. Not a process left retrying forever.
+                return 1
             time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
             continue
+        away = None
         if code == 404:
             if condition == "not-running":
                 record_end(spec, "GONE", {"reason": "removed", "ended": now_text()})
