@@ -104,9 +104,9 @@ class ShoalGroup(TyperGroup):
             # A bug, or a failure nobody foresaw: still one line, and the way to see more.
             # Its text was checked by nobody: credentials from the environment are scrubbed
             # and its length capped.
-            from providers.core.errors import environment_secrets, scrub
+            from providers.core.errors import environment_secrets, one_line
 
-            said = " ".join(scrub(str(exc), environment_secrets(os.environ)).split())[:200]
+            said = one_line(str(exc), environment_secrets(os.environ), 200)
             output.error(
                 f"unexpected {type(exc).__name__}: {said} (set {ENV_DEBUG}=1 for the "
                 "traceback; please report it)"

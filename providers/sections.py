@@ -12,10 +12,14 @@ from typing import Annotated
 from pydantic import Field
 
 from providers.config import DEFAULT_TTL_HOURS
-from providers.core.strict import NonNegative, Strict
+from providers.core.strict import MAX_SETTING, NonNegative, Strict
 
 HOURS_PER_CENTURY = 24 * 365 * 100
-PRICE = "USD per hour"
+# The shortest freshness: a few seconds. Below it every answer is stale at once (1e-300
+# hours rounds to no time at all), which no one means.
+MIN_TTL_HOURS = 0.001
+MIN_TTL_MINUTES = 0.01
+PRICE = f"USD per hour, 0 to {MAX_SETTING:,}"
 
 
 class Pricing(Strict):
@@ -25,20 +29,30 @@ class Pricing(Strict):
 
 
 class LocalSection(Strict):
-    reserve_cpu: NonNegative = Field(0.0, description="vCPUs kept back for the host")
-    reserve_ram_gib: NonNegative = Field(0.0, description="GiB kept back for the host")
+    reserve_cpu: NonNegative = Field(
+        0.0, description=f"vCPUs kept back for the host, 0 to {MAX_SETTING:,}"
+    )
+    reserve_ram_gib: NonNegative = Field(
+        0.0, description=f"GiB kept back for the host, 0 to {MAX_SETTING:,}"
+    )
     pricing: Pricing = Field(default_factory=Pricing)
 
 
 class CloudSection(Strict):
     """A cloud catalog's table; [aws], [azure] and [gcp] add their own keys."""
 
-    ttl_hours: Annotated[float, Field(gt=0, le=HOURS_PER_CENTURY)] = Field(
-        DEFAULT_TTL_HOURS, description="hours cached prices stay fresh, at most a century"
+    ttl_hours: Annotated[float, Field(ge=MIN_TTL_HOURS, le=HOURS_PER_CENTURY)] = Field(
+        DEFAULT_TTL_HOURS,
+        description=f"hours cached prices stay fresh, {MIN_TTL_HOURS} to a century "
+        f"({HOURS_PER_CENTURY})",
     )
     default_region: str | None = None
-    quota_ttl_minutes: Annotated[float, Field(gt=0, le=HOURS_PER_CENTURY * 60)] = Field(
-        5.0, description="minutes cached quotas and usage stay fresh"
+    quota_ttl_minutes: Annotated[float, Field(ge=MIN_TTL_MINUTES, le=HOURS_PER_CENTURY * 60)] = (
+        Field(
+            5.0,
+            description=f"minutes cached quotas and usage stay fresh, {MIN_TTL_MINUTES} to a "
+            f"century ({HOURS_PER_CENTURY * 60})",
+        )
     )
 
 

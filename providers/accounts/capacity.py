@@ -24,6 +24,7 @@ from providers.accounts.model import (
     InstanceUsage,
     Quota,
     Reservation,
+    sound_quotas,
 )
 from providers.core.errors import CredentialsError, ShoalError
 from providers.core.timeutil import utcnow
@@ -239,6 +240,9 @@ def loads(payload: str) -> AccountSnapshot:
             reservations=reservations,
         )
         _check(snapshot)
+        # A cache written before quotas were made unique, or edited: one quota per code.
+        snapshot.quotas, fixed = sound_quotas(snapshot.quotas)
+        snapshot.notes.extend(n for n in fixed if n not in snapshot.notes)
         return snapshot
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise ShoalError(

@@ -9,8 +9,8 @@ GPUs for `gpu/<model>`, instances for `instance/<type>`, the provider's own unit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -98,6 +98,63 @@ class AccountSnapshot:
     notes: list[str] = field(default_factory=list)
     location: str = ""
     zones: list[str] = field(default_factory=list)
+
+
+def sound_quotas(quotas: Iterable[Quota]) -> tuple[list[Quota], list[str]]:
+    """`quotas` as a snapshot may hold them, and a note for each thing set right. Every
+    fetcher's quotas pass here, so the overview, `pricing --available` and the drivers'
+    checks all see one quota per code:
+
+    - a quota reported more than once (the same code and scope: a server repeating an entry,
+      a page sent twice) is one quota, never the sum of its copies (three copies of a
+      50-vCPU family are not 150). The copy that leaves the least free is kept: a server
+      that disagrees with itself must not promise what one of its answers denies.
+    - a negative limit is not a count (some APIs write -1 for "unlimited" or "not
+      applicable"): the quota is left out, as the AWS reader leaves out such values.
+    - a negative usage is not a count either: the usage is unknown (None), so neither
+      allocated nor allocatable is claimed (-1 of 50 used would make 51 allocatable).
+    """
+    kept: dict[tuple[str, str], Quota] = {}
+    copies: dict[tuple[str, str], int] = {}
+    no_limit: list[str] = []
+    no_usage: list[str] = []
+    for quota in quotas:
+        if quota.limit < 0:
+            no_limit.append(quota.code)
+            continue
+        if quota.used is not None and quota.used < 0:
+            no_usage.append(quota.code)
+            quota = replace(quota, used=None)
+        key = (quota.scope, quota.code)
+        copies[key] = copies.get(key, 0) + 1
+        held = kept.get(key)
+        if held is None or _left(quota) < _left(held):
+            kept[key] = quota
+    notes = []
+    if no_limit:
+        notes.append(f"quotas left out, their limit is negative: {_listed(no_limit)}")
+    if no_usage:
+        notes.append(f"usage unknown, reported as negative: {_listed(no_usage)}")
+    repeated = [code for (_, code), n in copies.items() if n > 1]
+    if repeated:
+        notes.append(
+            f"quotas reported more than once, each counted once (the copy with the least "
+            f"left): {_listed(repeated)}"
+        )
+    return list(kept.values()), notes
+
+
+def _left(quota: Quota) -> tuple[bool, float]:
+    """How a copy ranks: known usage first (it can say no), then the least free."""
+    if quota.used is None:
+        return True, quota.limit
+    return False, quota.limit - quota.used
+
+
+def _listed(codes: Sequence[str], most: int = 5) -> str:
+    unique = sorted(set(codes))
+    more = len(unique) - most
+    return ", ".join(unique[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 class AccountFetcher(Protocol):

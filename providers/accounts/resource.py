@@ -317,8 +317,10 @@ def _allocatable(item: RegionResourceItem) -> bool:
 
 
 def allocatable(snapshot: AccountSnapshot, code: str) -> float | None:
-    """How much of quota `code` is free (None: not known: no such quota, or usage unknown)."""
+    """How much of quota `code` is free (None: not known: no such quota, or usage unknown).
+    A code in both scopes (a region's and the project's) is two limits a launch must fit:
+    the least free of them, never their sum."""
     found = [q for q in snapshot.quotas if q.code == code]
     if not found or any(q.used is None for q in found):
         return None
-    return sum(max(0.0, q.limit - (q.used or 0.0)) for q in found)
+    return min(max(0.0, q.limit - (q.used or 0.0)) for q in found)

@@ -35,7 +35,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from providers.accounts.model import AccountSnapshot, InstanceUsage, Quota, Reservation
+from providers.accounts.model import (
+    AccountSnapshot,
+    InstanceUsage,
+    Quota,
+    Reservation,
+    sound_quotas,
+)
 from providers.accounts.parallel import run_all
 from providers.aws.account_parse import (
     DEFAULTS,
@@ -410,15 +416,20 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
         state.note_refused(QUOTAS, "quota values are AWS's defaults, not the account's")
     else:
         state.note_refused(QUOTAS)
-    listed = {q["QuotaCode"]: q for q in (defaults if isinstance(defaults, list) else [])}
+    listed: dict[str, list[dict[str, Any]]] = {}
+    for quota in defaults if isinstance(defaults, list) else []:
+        listed.setdefault(quota["QuotaCode"], []).append(quota)
     from_defaults = set(listed) if isinstance(applied, list) else set()
     for quota in applied if isinstance(applied, list) else []:
-        listed[quota["QuotaCode"]] = quota
-        from_defaults.discard(quota["QuotaCode"])
+        code = quota["QuotaCode"]
+        if code in from_defaults:  # the applied value replaces the default
+            listed[code] = []
+            from_defaults.discard(code)
+        listed.setdefault(code, []).append(quota)
     used = _used(usage) if isinstance(state.answers[INSTANCES], list) else {}
     quotas: list[Quota] = []
     skipped = 0
-    for code, entry in sorted(listed.items()):
+    for code, entry in ((c, e) for c, entries in sorted(listed.items()) for e in entries):
         value = _limit(entry.get("Value"))
         if value is None:
             skipped += 1
@@ -448,6 +459,9 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
         state.notes.append(
             f"{skipped} ec2 quota(s) left out: their value is not a number from 0 to 1e15"
         )
+    # A code listed twice (a page repeated) is one quota, not two to add up.
+    quotas, fixed = sound_quotas(quotas)
+    state.notes.extend(fixed)
     return quotas
 
 

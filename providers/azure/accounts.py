@@ -39,7 +39,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from providers.accounts.model import AccountSnapshot, Quota, Reservation
+from providers.accounts.model import AccountSnapshot, Quota, Reservation, sound_quotas
 from providers.accounts.parallel import run_all
 from providers.azure import parse
 from providers.azure.account_parse import (
@@ -61,7 +61,7 @@ from providers.core.env import (
     ENV_AZURE_SUBSCRIPTION_ID,
     ENV_AZURE_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError, scrub, usable_credential
+from providers.core.errors import CredentialsError, ShoalError, one_line, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -163,19 +163,24 @@ class AzureAccounts(BearerApi):
         url: str,
         params: Mapping[str, str],
         read: Callable[[Any, str], tuple[Sequence[T], str | None]],
+        what: str,
     ) -> list[T]:
         """Every entry of `url` and of each `nextLink` after it; `read(body, where)` reads
-        one page (a Body: its JSON still bytes) into its entries and its next link."""
+        one page (a Body: its JSON still bytes) into its entries and its next link. `what`
+        names the list in the error of one past the bounds (providers/cloud/bearer.py)."""
         http = self._http()
         headers = {"Authorization": f"Bearer {self.token}"}
         seen = {url}
         query: Mapping[str, str] | None = params
         found: list[T] = []
+        objects = 0
         try:
             with self._scrubbed():
                 for _ in range(self.max_pages):
                     where = f"{PROVIDER}: {display(url)}"
-                    entries, link = read(http.get_body(url, params=query, headers=headers), where)
+                    body = http.get_body(url, params=query, headers=headers)
+                    objects = self._bounded(body, where, what, objects)
+                    entries, link = read(body, where)
                     found.extend(entries)
                     if not link:
                         return found
@@ -202,7 +207,7 @@ class AzureAccounts(BearerApi):
     def _region_specs(self) -> dict[str, RegionSpec]:
         if self._locations is None:
             params = {"api-version": LOCATIONS_API_VERSION}
-            found = self._list(self._url("/locations"), params, parse.locations_page)
+            found = self._list(self._url("/locations"), params, parse.locations_page, "locations")
             self._locations = {r.name: r for r in found}
         return self._locations
 
@@ -240,9 +245,10 @@ class AzureAccounts(BearerApi):
             f"api-version {RESERVATIONS_API_VERSION})",
         ]
         snapshots = []
-        for region, quotas in zip(asked, usages, strict=True):
+        for region, listed in zip(asked, usages, strict=True):
             spec = known.get(region)
             held, more = found.get(place(region), ([], []))
+            quotas, fixed = sound_quotas(listed)
             snapshots.append(
                 AccountSnapshot(
                     provider=PROVIDER,
@@ -251,7 +257,7 @@ class AzureAccounts(BearerApi):
                     quotas=quotas,
                     reservations=held,
                     sources=list(sources),
-                    notes=[scrub(n, [self.token]) for n in notes + more],
+                    notes=[one_line(n, [self.token]) for n in notes + more + fixed],
                     location=spec.location if spec else "",
                     zones=list(spec.zones) if spec else [],
                 )
@@ -262,13 +268,15 @@ class AzureAccounts(BearerApi):
 
     def _usages(self, region: str) -> list[Quota]:
         url = self._url(USAGES_PATH.format(location=quote(region, safe="")))
-        return self._list(url, {"api-version": USAGES_API_VERSION}, usages_page)
+        return self._list(url, {"api-version": USAGES_API_VERSION}, usages_page, "usages")
 
     # -- capacity reservations ---------------------------------------------------------
 
     def _groups(self) -> list[Group]:
         params = {"api-version": RESERVATIONS_API_VERSION}
-        return self._list(self._url(GROUPS_PATH), params, groups_page)
+        return self._list(
+            self._url(GROUPS_PATH), params, groups_page, "capacity reservation groups"
+        )
 
     def _group_view(self, group: Group) -> dict[str, Utilization]:
         http = self._http()
@@ -280,13 +288,16 @@ class AzureAccounts(BearerApi):
                     params={"api-version": RESERVATIONS_API_VERSION, "$expand": "instanceView"},
                     headers={"Authorization": f"Bearer {self.token}"},
                 )
-                return group_utilization(body, f"{PROVIDER}: {display(url)}")
+                where = f"{PROVIDER}: {display(url)}"
+                self._bounded(body, where, "capacity reservation group")
+                return group_utilization(body, where)
         finally:
             http.close()
 
     def _group_reservations(self, group: Group) -> list[CapacityReservation]:
         url = self.management_url + group.path + "/capacityReservations"
-        return self._list(url, {"api-version": RESERVATIONS_API_VERSION}, reservations_page)
+        params = {"api-version": RESERVATIONS_API_VERSION}
+        return self._list(url, params, reservations_page, "capacity reservations")
 
     def _reservations(self, groups: list[Group], now: datetime) -> dict[str, Found]:
         """Location (as `place` writes it) -> its reservations and the notes on them."""

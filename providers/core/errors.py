@@ -7,6 +7,7 @@ how to fix it. They never carry credentials.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -109,9 +110,33 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     also found in any letter case (a URL's host is lowercased), percent-encoded in whole or
     in part (once or twice), JSON-escaped, and inside base64 at any byte offset (a basic-auth
     header echoed back). Callers pass each raw secret once; the forms are found here.
+
+    And wrapped: a server wraps long lines, so a secret may come back split by whitespace
+    or a line break (raw, or JSON-escaped in a body or a value's repr), which a message
+    collapsed onto one line would then join by a space that no exact match sees. The text
+    is searched a second time with its breaks taken out (_unwrapped).
     """
-    pattern = _pattern(frozenset(s for s in secrets if s))
-    return text if pattern is None else pattern.sub("***", text)
+    unique = frozenset(s for s in secrets if s)
+    pattern = _pattern(unique)
+    if pattern is None:
+        return text
+    text = pattern.sub("***", text)
+    if _BREAKS.search(text) is None:
+        return text
+    # A secret with a backslash of its own may hold what looks like an escaped break: it
+    # is looked for with raw whitespace taken out only, too.
+    for escapes in (True, False) if any("\\" in s for s in unique) else (True,):
+        text = _unwrapped(text, unique, escapes)
+    return text
+
+
+def one_line(text: str, secrets: Iterable[str], limit: int | None = None) -> str:
+    """`text` scrubbed, on one line, cut at `limit` characters: for a message built from
+    what nobody checked (a server's answer, an unforeseen exception). Scrubbed again once
+    collapsed, so the text that is shown is the text that was scrubbed."""
+    secrets = [s for s in secrets if s]
+    joined = " ".join(scrub(text, secrets).split())
+    return scrub(joined, secrets)[:limit]
 
 
 @functools.lru_cache(maxsize=32)
@@ -121,6 +146,69 @@ def _pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
     for secret in sorted(secrets, key=lambda s: (-len(s), s)):
         forms.extend(_base64_forms(secret))
         forms.append(_spellings(secret))
+    return re.compile("|".join(forms), re.IGNORECASE) if forms else None
+
+
+# A line break a server may put inside a secret it wraps: whitespace as it is, or escaped as
+# JSON and a repr write it (`\n`, `\u000a`).
+_RAW_BREAKS = re.compile(r"\s+")
+_BREAKS = re.compile(r"(?:\s|\\[nrt]|\\u00(?:0[9adAD]|20))+")
+_WRAP_MIN = 8  # a shorter secret is not wrapped by a server, and would match words
+
+
+def _unwrapped(text: str, secrets: frozenset[str], escapes: bool) -> str:
+    """`text` with each secret found in it across breaks replaced by ***: the text is
+    searched with its breaks taken out, and each match is mapped back to the stretch of
+    `text` it came from, breaks and all. One pass of a compiled pattern (the same one as the
+    exact search, when no secret has breaks of its own): a pattern that allowed a break
+    between any two characters measured 10-15 times slower to compile, 0.7 s for an Azure
+    token."""
+    breaks = _BREAKS if escapes else _RAW_BREAKS
+    pattern = _folded(frozenset(s for s in secrets if len(breaks.sub("", s)) >= _WRAP_MIN), escapes)
+    if pattern is None:
+        return text
+    kept: list[str] = []
+    starts: list[int] = []  # where each kept stretch starts in the folded text
+    origins: list[int] = []  # ... and in `text`
+    at = size = 0
+    for found in [*breaks.finditer(text), None]:
+        end = found.start() if found is not None else len(text)
+        if end > at:
+            kept.append(text[at:end])
+            starts.append(size)
+            origins.append(at)
+            size += end - at
+        at = found.end() if found is not None else at
+    folded = "".join(kept)
+
+    def origin(index: int) -> int:
+        k = bisect.bisect_right(starts, index) - 1
+        return origins[k] + index - starts[k]
+
+    out: list[str] = []
+    at = 0
+    for match in pattern.finditer(folded):
+        if match.end() > match.start():
+            begin, end = origin(match.start()), origin(match.end() - 1) + 1
+            out += [text[at:begin], "***"]
+            at = end
+    return "".join([*out, text[at:]]) if out else text
+
+
+@functools.lru_cache(maxsize=32)
+def _folded(secrets: frozenset[str], escapes: bool) -> re.Pattern[str] | None:
+    """The pattern for `secrets` as they read in a text whose breaks were taken out: the
+    exact search's own when no secret has a break (the usual: a token), else each secret's
+    words with nothing, `+` or %20 between them (how its spaces were sent), and its base64
+    forms, whose breaks the text lost too."""
+    breaks = _BREAKS if escapes else _RAW_BREAKS
+    if not any(breaks.search(s) for s in secrets):
+        return _pattern(secrets)
+    forms: list[str] = []
+    for secret in sorted(secrets, key=lambda s: (-len(s), s)):
+        forms.extend(_base64_forms(secret))
+        words = [w for w in breaks.split(secret) if w]
+        forms.append(r"(?:\+|%(?:25)?20)?".join(_spellings(w) for w in words))
     return re.compile("|".join(forms), re.IGNORECASE) if forms else None
 
 

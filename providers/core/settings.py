@@ -139,6 +139,18 @@ def load_config(
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}; fix the TOML syntax") from None
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise ConfigError(
+            f"config file {path}: arrays or inline tables nested too deep to read; no "
+            f"setting nests more than {MAX_CONFIG_DEPTH} levels, fix the file"
+        ) from None
+    # Everything after (the checks below, the section models) walks the tree recursively.
+    deep = _too_deep(config)
+    if deep is not None:
+        raise ConfigError(
+            f"config file {path}: {deep} nests deeper than {MAX_CONFIG_DEPTH} levels of "
+            "tables and arrays; no setting does, fix the file"
+        )
     from providers.core.numbers import non_finite
 
     # TOML has inf and nan and no setting means either: refused in every table, also those
@@ -148,6 +160,30 @@ def load_config(
     if sections is not None:
         _check_sections(config, path, sections)
     return config
+
+
+# As deep as a YAML input may nest (providers/core/yamlsafe.py); shoal's own settings nest
+# four levels at most, and a file of 500 made every command an "unexpected RecursionError".
+MAX_CONFIG_DEPTH = 100
+
+
+def _too_deep(config: Mapping[str, Any]) -> str | None:
+    """The dotted path (its first keys) where `config` nests past MAX_CONFIG_DEPTH, or None.
+    Iterative: a recursive walk would itself run out of stack."""
+    stack: list[tuple[Any, int, str]] = [(config, 0, "")]
+    while stack:
+        node, depth, where = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            keys = where.split(".")
+            return ".".join(keys[:4]) + ("..." if len(keys) > 4 else "")
+        if isinstance(node, Mapping):
+            stack.extend(
+                (value, depth + 1, f"{where}.{key}" if where else str(key))
+                for key, value in node.items()
+            )
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1, where or "(top level)") for value in node)
+    return None
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from providers.accounts.model import AccountSnapshot, Quota, Reservation
+from providers.accounts.model import AccountSnapshot, Quota, Reservation, sound_quotas
 from providers.accounts.parallel import run_all
 from providers.cloud.bearer import BearerApi
 from providers.cloud.http import RetryPolicy
 from providers.config import base_url, setting
 from providers.core.env import ENV_GCP_COMPUTE_URL, ENV_GCP_PROJECT, ENV_GCP_TOKEN
-from providers.core.errors import CredentialsError, scrub, usable_credential
+from providers.core.errors import CredentialsError, one_line, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -125,14 +125,21 @@ class GcpAccounts(BearerApi):
     def _url(self, tail: str) -> str:
         return f"{self.compute_url}/compute/v1/projects/{quote(self.account, safe='')}{tail}"
 
-    def _pages(self, url: str, page: Callable[[Body, str], str]) -> None:
+    def _pages(self, url: str, page: Callable[[Body, str], str], what: str) -> None:
         """GET `url` and every page after it; `page(body, where)` reads one and returns its
-        nextPageToken."""
+        nextPageToken. `what` names the list in the error of one past the bounds."""
         http = self._http()
+        objects = 0
+
+        def bounded(body: Body, where: str) -> str:
+            nonlocal objects
+            objects = self._bounded(body, where, what, objects)
+            return page(body, where)
+
         try:
             with self._scrubbed():
                 headers = {"Authorization": f"Bearer {self.token}"}
-                walk(http, url, page, self.max_pages, headers=headers)
+                walk(http, url, bounded, self.max_pages, headers=headers)
         finally:
             http.close()
 
@@ -153,7 +160,7 @@ class GcpAccounts(BearerApi):
             found.update(regions)
             return token
 
-        self._pages(self._url("/regions"), page)
+        self._pages(self._url("/regions"), page, "regions")
         self._regions, self._unread = found, True
         return found
 
@@ -207,9 +214,9 @@ class GcpAccounts(BearerApi):
         snapshots = []
         for name in asked:
             region = by_region[name]
-            quotas = list(region.quotas) + list(project)
+            quotas, fixed = sound_quotas([*region.quotas, *project])
             mine = [r for r in reservations if region_of_zone(r.zone) == name]
-            said = [text for place, text in notes if place in ("", name)]
+            said = [text for place, text in notes if place in ("", name)] + fixed
             snapshots.append(
                 AccountSnapshot(
                     provider=PROVIDER,
@@ -218,7 +225,7 @@ class GcpAccounts(BearerApi):
                     quotas=quotas,
                     reservations=mine,
                     sources=list(sources),
-                    notes=[scrub(n, [self.token]) for n in said + binding_notes(name, quotas)],
+                    notes=[one_line(n, [self.token]) for n in said + binding_notes(name, quotas)],
                     zones=list(region.zones),
                 )
             )
@@ -230,16 +237,22 @@ class GcpAccounts(BearerApi):
         try:
             with self._scrubbed():
                 body = http.get_body(url, headers={"Authorization": f"Bearer {self.token}"})
-                return project_quotas(body, f"{PROVIDER}: {display(url)}")
+                where = f"{PROVIDER}: {display(url)}"
+                self._bounded(body, where, "project")
+                return project_quotas(body, where)
         finally:
             http.close()
 
     def _reservations(self) -> tuple[list[Reservation], list[Note]]:
         reserved = Reserved()
-        self._pages(self._url("/aggregated/reservations"), reserved.reservations_page)
+        self._pages(
+            self._url("/aggregated/reservations"), reserved.reservations_page, "reservations"
+        )
         return reserved.result()
 
     def _future(self) -> tuple[list[Reservation], list[Note]]:
         reserved = Reserved()
-        self._pages(self._url("/aggregated/futureReservations"), reserved.future_page)
+        self._pages(
+            self._url("/aggregated/futureReservations"), reserved.future_page, "future reservations"
+        )
         return reserved.result()

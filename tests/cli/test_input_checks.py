@@ -139,7 +139,7 @@ def test_a_value_of_the_wrong_type_says_what_was_expected(
     ("toml", "reader", "named"),
     [
         ("[local]\nreserve_ram_gib = -2", "local", "[local] reserve_ram_gib: must be >= 0, got "),
-        ("[aws]\nttl_hours = 0", "aws", "[aws] ttl_hours: must be > 0"),
+        ("[aws]\nttl_hours = 0", "aws", "[aws] ttl_hours: must be >= 0.001"),
         ("[gcp]\nttl_hours = 1e9", "gcp", "[gcp] ttl_hours: must be <= 876000"),
         ('[drivers."test/dev"]\nfail_status = 256', "test",
          "fail_status: must be <= 255, got integer 256 (0 never, 1-254 random, 255 always)"),

@@ -22,7 +22,7 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from providers.core import urls
-from providers.core.errors import ShoalError, scrub
+from providers.core.errors import ShoalError, one_line
 from providers.core.http.policy import ErrorMap, Failure, Kind, RetryPolicy
 from providers.core.numbers import reject_constant
 
@@ -131,7 +131,7 @@ class HttpClient:
 
     def scrub(self, text: str) -> str:
         """`text` without the client's secrets, on one line."""
-        return " ".join(scrub(text, self.secrets).split())
+        return one_line(text, self.secrets)
 
     def pause(self, attempt: int, retry_after: str = "") -> None:
         """Sleep before retry number `attempt` (0 first)."""
