@@ -106,3 +106,12 @@ class ShowsLogs(Protocol):
     comes next, ending when the workload ends."""
 
     def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]: ...
+
+
+@runtime_checkable
+class EndsLeftovers(Protocol):
+    """A driver whose backend may still run something for an allocation recorded FAILED
+    (aws: a launch whose answer was lost, found by the allocation's tag): ends it and names
+    what it ended. Other drivers' failed allocations hold nothing."""
+
+    def end_leftovers(self, res: Resource) -> list[str]: ...

@@ -18,6 +18,11 @@ from providers.core.errors import LedgerWriteError, NotFoundError, RetryableErro
 def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
     recover(ctx)
     row = ctx.ledger.get(alloc_id)
+    if row.status == L.FAILED:
+        ended = _leftovers(ctx, row)
+        if ended:
+            message = f"{row.id}: allocation had failed, but left {', '.join(ended)}; ended"
+            return FreeResult(row.id, L.FAILED, True, message)
     if row.status in (L.FREED, L.FAILED):
         already = (
             "already freed" if row.status == L.FREED else "allocation had failed; nothing held"
@@ -47,11 +52,22 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
         ctx.driver(row.driver).deallocate(_resource(row))
     except BaseException:
         with _no_interrupts():
-            ctx.ledger.set_status(row.id, previous, note=row.note, expect=(L.FREEING,))
+            # As it was, or as it ended meanwhile (its supervisor said so): not ALLOCATED.
+            ctx.ledger.undo_free(row.id, previous, row.note)
         raise
     with _no_interrupts():
         ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,), state=state)
     return FreeResult(row.id, L.FREED, True, f"{row.id}: {note}")
+
+
+def _leftovers(ctx: Drivers, row: Allocation) -> list[str]:
+    from drivers.base import EndsLeftovers
+
+    try:
+        driver = ctx.driver(row.driver)
+    except ShoalError:  # a driver no longer configured: as before, nothing to reach
+        return []
+    return driver.end_leftovers(_resource(row)) if isinstance(driver, EndsLeftovers) else []
 
 
 def _cancel_reservation(ctx: Drivers, row: Allocation) -> FreeResult:

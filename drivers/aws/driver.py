@@ -19,9 +19,14 @@ drivers/aws/userdata.py), RunInstances and its fallbacks drivers/aws/launch.py, 
 instances drivers/aws/instances.py, what an instance's state says drivers/aws/state.py,
 the API calls drivers/aws/ec2.py, the tasks and the console drivers/aws/tasks.py.
 
-Ctrl-C: SIGINT is held while RunInstances is in flight, so the instance it launched is
-always known to the cleanup an interrupt runs; a cleanup with only the allocation id (an
-interrupted or killed alloc) finds its instance by tag and terminates it.
+Ctrl-C during RunInstances answers at once. A launch whose answer was not read is in
+doubt (drivers/aws/instances.py): its cleanup ends what the answer, if it comes within a
+few seconds, or the allocation's tag shows, and otherwise leaves the row to the next
+command's recovery. EC2's API is eventually consistent, so an empty answer is believed
+only once the launch is older than DOUBT_WINDOW_SECONDS (the launch notes of
+drivers/aws/launches.py say when it was sent): until then a recovery keeps the row
+ORPHANED, holding its capacity, and `status` keeps an instance EC2 does not list yet
+ALLOCATED. `free` of a FAILED allocation ends any instance still carrying its tag.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from drivers.aws import capacity
 from drivers.aws import plan as planning
 from drivers.aws.config import AwsConfig
 from drivers.aws.ec2 import HOLDING, Ec2, Instance
-from drivers.aws.instances import Instances, wait_running
+from drivers.aws.instances import Doubt, Instances, wait_running
+from drivers.aws.launches import FOLDER, Launches
 from drivers.aws.state import MANAGED_BY_TAG, detail, remote_rows
 from drivers.base import UNLIMITED, ResourceDriverTask
 from drivers.options import check_meta_names, load_config
@@ -55,10 +61,19 @@ DEFAULT_SSM_URL = "https://ssm.{region}.amazonaws.com"
 DEFAULT_REGION = "us-east-1"
 # The timings stay here and are handed to the parts at each call: tests set faster ones.
 RETRY_POLICY = RetryPolicy()  # every EC2 and SSM call of the driver
-# A cleanup that does not know whether RunInstances got through asks again for a while:
-# DescribeInstances is eventually consistent (a new instance may take a moment to show).
-DOUBT_TRIES, DOUBT_WAIT_SECONDS = 4, 1.0
+# How long after RunInstances an empty DescribeInstances (or InvalidInstanceID.NotFound)
+# proves nothing: AWS advises backing off for up to about five minutes
+# (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html).
+DOUBT_WINDOW_SECONDS = 300.0
+DOUBT_POLL_SECONDS = 2.0  # the first wait between lookups of an unanswered launch
+# The cleanup of a launch Ctrl-C interrupted (interrupts held): so long, then left to the
+# next command's recovery.
+INTERRUPT_GRACE_SECONDS = 5.0
 WAIT_RUNNING_SECONDS, WAIT_POLL_SECONDS = 600.0, 2.0
+
+
+def _doubt() -> Doubt:
+    return Doubt(DOUBT_WINDOW_SECONDS, DOUBT_POLL_SECONDS, INTERRUPT_GRACE_SECONDS)
 
 
 class AwsDriver:
@@ -71,8 +86,9 @@ class AwsDriver:
         self._plans: dict[str, Plan] = {}
         self._catalog_made: CloudCatalog | None = None
         self._memo_made: Memo | None = None
-        self._instances = Instances()
         self._warned: set[str] = set()
+        launches = Launches(settings.paths.state_dir / FOLDER)
+        self._instances = Instances(launches, lambda text: settings.warn(f"{full_name}: {text}"))
 
     def name(self) -> str:
         return self._name
@@ -234,24 +250,28 @@ class AwsDriver:
             plan, definition, metadata, allocation_id, cfg=self.cfg, driver=self._name
         )
         ec2 = self.ec2(plan.region)
-        instance, candidate, _ = launch(
-            lambda params: self._instances.run(ec2, params, allocation_id),
-            request,
-            plan.choice.fitting,
-            allocation.places(self.cfg, ec2),
-            fallback=plan.fallback,
-            where=f"{self._name}: {plan.region}",
-            image_source=plan.image_source,
-        )
-        self._forget_capacity(plan.region)
-        if plan.opts.wait:
-            instance = wait_running(
-                ec2,
-                instance,
-                driver=self._name,
-                limit=WAIT_RUNNING_SECONDS,
-                poll=WAIT_POLL_SECONDS,
+        try:
+            instance, candidate, _ = launch(
+                lambda params: self._instances.run(ec2, params, allocation_id, _doubt()),
+                request,
+                plan.choice.fitting,
+                allocation.places(self.cfg, ec2),
+                fallback=plan.fallback,
+                where=f"{self._name}: {plan.region}",
+                image_source=plan.image_source,
             )
+            self._forget_capacity(plan.region)
+            if plan.opts.wait:
+                instance = wait_running(
+                    ec2,
+                    instance,
+                    driver=self._name,
+                    limit=WAIT_RUNNING_SECONDS,
+                    poll=WAIT_POLL_SECONDS,
+                )
+        except KeyboardInterrupt:
+            self._instances.interrupted(allocation_id)
+            raise
         return allocation.resource(allocation_id, plan, instance, candidate)
 
     def located(self, res: Resource) -> tuple[Ec2, str]:
@@ -261,7 +281,7 @@ class AwsDriver:
 
     def _current(self, res: Resource) -> Instance | None:
         ec2, instance_id = self.located(res)
-        return self._instances.current(ec2, instance_id, res.identifier)
+        return self._instances.current(ec2, instance_id, res.identifier, DOUBT_WINDOW_SECONDS)
 
     def status(self, res: Resource) -> str:
         current = self._current(res)
@@ -291,14 +311,27 @@ class AwsDriver:
 
     def deallocate(self, res: Resource) -> None:
         """TerminateInstances; an instance already gone is fine. A bare handle (the cleanup
-        of an interrupted alloc) ends every instance carrying the allocation's tag."""
+        of an interrupted alloc) ends every instance carrying the allocation's tag, and is
+        a LaunchInDoubt (a ShoalError: the recovery keeps the row ORPHANED) while a launch
+        sent lately shows nothing yet. The cleanup of an alloc Ctrl-C interrupted that
+        cannot learn within seconds what it launched raises LeftForRecovery, a
+        KeyboardInterrupt: the interrupt goes on (130) past the cleanup's handling of
+        ShoalError, the row is not recorded FAILED, and the next command finds it ORPHANED."""
         self._end(res)
+
+    def end_leftovers(self, res: Resource) -> list[str]:
+        """What a FAILED allocation left running (a launch whose answer was lost, or whose
+        cleanup could not reach EC2), found by its tag and ended: the ids ended now."""
+        _, ended = self._end(Resource(identifier=res.identifier))
+        over = ("shutting-down", "terminated")
+        return [ident for ident, (before, _) in ended.items() if before not in over]
 
     def _end(self, res: Resource) -> tuple[list[str], dict[str, tuple[str, str]]]:
         ec2, instance_id = self.located(res)
-        ids, ended = self._instances.end(
-            ec2, instance_id, res.identifier, tries=DOUBT_TRIES, wait=DOUBT_WAIT_SECONDS
-        )
+        if not instance_id:
+            launched = self._instances.launch_region(res.identifier)
+            ec2 = self.ec2(launched) if launched else ec2
+        ids, ended = self._instances.end(ec2, instance_id, res.identifier, _doubt())
         if ended:
             self._forget_capacity(ec2.region)
         return ids, ended

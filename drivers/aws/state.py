@@ -41,6 +41,8 @@ def detail(inst: Instance | None, allocation_id: str) -> dict[str, Any]:
     }
     if not inst.holds:
         out["reason"], out["message"] = why_ended(inst)
+    elif inst.reason_message:  # one EC2 does not list yet says so
+        out["message"] = inst.reason_message
     return out
 
 

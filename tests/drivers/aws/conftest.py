@@ -78,7 +78,7 @@ def aws(moto_base: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ec2Server]:
     from drivers.aws import driver
 
     monkeypatch.setattr(driver, "RETRY_POLICY", FAST)
-    monkeypatch.setattr(driver, "DOUBT_WAIT_SECONDS", 0.05)
+    monkeypatch.setattr(driver, "DOUBT_POLL_SECONDS", 0.05)
     monkeypatch.setattr(driver, "WAIT_POLL_SECONDS", 0.05)
     moto.reset(moto_base)
     with Ec2Server(CREDS, (US, EU), moto_base) as server:

@@ -11,17 +11,26 @@ per (region, action)), it adds:
 - InsufficientInstanceCapacity (HTTP 500, as EC2 sends it) for chosen (type, place)
   pairs, a place being the subnet, the zone, or "" when the request names neither;
 - answers that never come: the request is carried out (the instance launched) and the
-  connection closed without a response, `drop[action]` times;
-- a delay before answering an action (`delay[action]` seconds), announced by `arrived`;
+  connection closed without a response, `drop[action]` times (a retry too: its token is
+  known, its answer dropped the same);
+- a delay before answering an action (`delay[action]` seconds, each retry too), announced
+  by `arrived`;
+- EC2's eventual consistency (`lag`): while set, the instances launched through this
+  server are not known yet to other calls: left out of DescribeInstances, and
+  InvalidInstanceID.NotFound when a DescribeInstances or TerminateInstances names them, as
+  EC2 may answer just after RunInstances
+  (https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html);
 - spot prices of its own (`spot[type][zone]`), where moto has one made-up price for all;
 - the requests as sent (`requests(action)`: their parameters).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
+from xml.etree import ElementTree
 
 from tests.providers.apiserver import Reply
 from tests.providers.aws.quotaserver import AwsServer, _ec2_error, _xml
@@ -40,6 +49,8 @@ class Ec2Server(AwsServer):
         self.delay: dict[str, float] = {}
         self.arrived = threading.Event()
         self.spot: dict[str, dict[str, float]] = {}
+        self.lag = False
+        self.launched: set[str] = set()  # instance ids RunInstances answered with
         self.sent: list[tuple[str, dict[str, str]]] = []  # (action, parameters)
         self._tokens: dict[str, Reply] = {}
         self._server.RequestHandlerClass = _with_drop(self._server.RequestHandlerClass)
@@ -54,7 +65,17 @@ class Ec2Server(AwsServer):
         if action not in ("RunInstances", "DescribeSpotPriceHistory"):
             with self._lock:
                 self.sent.append((action, params))
-            return super()._ec2(query, headers)
+                unknown = set(self.launched) if self.lag else set()
+            named = [v for k, v in sorted(params.items()) if k.startswith("InstanceId.")]
+            if action in ("DescribeInstances", "TerminateInstances") and unknown & set(named):
+                missing = ", ".join(i for i in named if i in unknown)
+                return _ec2_error(
+                    400, "InvalidInstanceID.NotFound", f"The instance IDs '{missing}' do not exist"
+                )
+            reply = super()._ec2(query, headers)
+            if action == "DescribeInstances" and unknown and reply.status == 200:
+                return _without(reply, unknown)
+            return reply
         region = headers.get("x-shoal-path", "").rsplit("/", 1)[-1]
         fault = self._fault(region, action, params, headers, "GET", b"", json_api=False)
         if fault is not None:
@@ -67,20 +88,24 @@ class Ec2Server(AwsServer):
         with self._lock:
             known = self._tokens.get(token) if token else None
         if known is not None:
-            return known  # EC2's idempotency: the same answer, nothing launched
-        place = params.get("SubnetId") or params.get("Placement.AvailabilityZone") or ""
-        if (params.get("InstanceType", ""), place) in self.no_capacity:
-            return _ec2_error(
-                500,
-                "InsufficientInstanceCapacity",
-                f"We currently do not have sufficient {params.get('InstanceType')} capacity in "
-                "the Availability Zone you requested. Our system will be working on "
-                "provisioning additional capacity.",
-            )
-        reply = self._forward(params, headers)
-        if reply.status == 200 and token:
-            with self._lock:
-                self._tokens[token] = reply
+            reply = known  # EC2's idempotency: the same answer, nothing launched
+        else:
+            place = params.get("SubnetId") or params.get("Placement.AvailabilityZone") or ""
+            if (params.get("InstanceType", ""), place) in self.no_capacity:
+                return _ec2_error(
+                    500,
+                    "InsufficientInstanceCapacity",
+                    f"We currently do not have sufficient {params.get('InstanceType')} capacity "
+                    "in the Availability Zone you requested. Our system will be working on "
+                    "provisioning additional capacity.",
+                )
+            reply = self._forward(params, headers)
+            if reply.status == 200:
+                with self._lock:
+                    if token:
+                        self._tokens[token] = reply
+                    ids = re.findall(r"<instanceId>([^<]+)</instanceId>", reply.body.decode())
+                    self.launched.update(ids)
         self.arrived.set()
         pause = self.delay.get(action, 0.0)
         if pause:
@@ -107,6 +132,21 @@ class Ec2Server(AwsServer):
         return _xml(
             "DescribeSpotPriceHistory", f"<spotPriceHistorySet>{rows}</spotPriceHistorySet>"
         )
+
+
+def _without(reply: Reply, unknown: set[str]) -> Reply:
+    """A DescribeInstances answer without the instances in `unknown` (and the reservations
+    left empty)."""
+    root = ElementTree.fromstring(reply.body)
+    for reservations in root.iter("{*}reservationSet"):
+        for reservation in list(reservations):
+            for instances in reservation.iter("{*}instancesSet"):
+                for item in list(instances):
+                    if item.findtext("{*}instanceId") in unknown:
+                        instances.remove(item)
+                if not len(instances):
+                    reservations.remove(reservation)
+    return Reply(reply.status, ElementTree.tostring(root), reply.headers)
 
 
 def _with_drop(base: Any) -> Any:

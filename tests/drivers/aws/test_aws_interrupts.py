@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import spawn
+from tests.conftest import spawn, wait_for
 from tests.drivers.aws.conftest import AL2023, instances
 from tests.drivers.aws.ec2server import Ec2Server
 
@@ -137,3 +137,87 @@ def test_ctrl_c_at_any_offset_leaves_no_unknown_instance(
             assert out == "", (delay, out)
         assert sum(1 for s in rows.values() if s == "ALLOCATED") == held, (delay, code, rows)
     assert outcomes[0] and outcomes[130], outcomes
+
+
+HELD = 120.0  # RunInstances' answer: longer than any wait below, as a stuck EC2 holds it
+
+
+def interrupted_within(proc: subprocess.Popen[str], seconds: float) -> tuple[str, str]:
+    """SIGINT, then its output once it ended; failing if it is still running after
+    `seconds` (the bound of the wait, not a measure of speed)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"Ctrl-C still unanswered after {seconds:.0f}s") from None
+    assert proc.returncode == 130, err
+    assert out == ""
+    return out, err
+
+
+def test_ctrl_c_answers_while_run_instances_answer_is_held(
+    mid_launch: Start,
+    env: dict[str, str],
+    moto_base: str,
+    shoal_proc,  # type: ignore[no-untyped-def]
+) -> None:
+    # Ctrl-C was held over the whole call and its retries (4 x 60 s read timeouts); it
+    # interrupts now, and the cleanup finds what EC2 launched by its tag.
+    proc = mid_launch(HELD)
+    interrupted_within(proc, 30)
+    rows = ledger(shoal_proc, env)
+    assert list(rows.values()) == ["FAILED"]
+    assert not unknown_instances(moto_base, rows)
+    (seen,) = instances(moto_base).values()
+    assert seen["state"] in ("shutting-down", "terminated")
+
+
+def test_ctrl_c_during_a_launch_ec2_does_not_list_yet_is_settled_by_the_next_command(
+    mid_launch: Start,
+    env: dict[str, str],
+    aws: Ec2Server,
+    moto_base: str,
+    shoal_proc,  # type: ignore[no-untyped-def]
+) -> None:
+    aws.lag = True  # EC2 launched it but lists it nowhere yet
+    proc = mid_launch(HELD)
+    _, err = interrupted_within(proc, 30)
+    assert "next shoal command" in err
+    (seen,) = instances(moto_base).values()
+    assert seen["state"] == "running"
+    alloc_id = seen["tags"]["shoal:allocation"]
+    # Not recorded as failed: the next command's recovery keeps looking while it is young.
+    assert ledger(shoal_proc, env) == {alloc_id: "ORPHANED"}
+    aws.lag = False
+    assert ledger(shoal_proc, env) == {alloc_id: "FAILED"}
+    assert [i["state"] for i in instances(moto_base).values()] in (
+        ["shutting-down"],
+        ["terminated"],
+    )
+
+
+def test_ctrl_c_after_the_launch_while_ec2_does_not_know_the_instance_yet(
+    home: Path,
+    procs: list[subprocess.Popen[str]],
+    env: dict[str, str],
+    aws: Ec2Server,
+    moto_base: str,
+    shoal_proc,  # type: ignore[no-untyped-def]
+) -> None:
+    # Its id is known from the answer, but TerminateInstances calls it NotFound for a while
+    # after the launch: that is no proof it ended, and the row is not recorded as failed.
+    aws.lag = True
+    proc = spawn(home, procs, *ALLOC, "-o", "wait=true", env=env)
+    wait_for(
+        lambda: any("InstanceId.1" in r for r in aws.requests("DescribeInstances")),
+        "the wait for the instance to run",
+    )
+    _, err = interrupted_within(proc, 30)
+    assert "next shoal command" in err
+    (seen,) = instances(moto_base).values()
+    assert seen["state"] == "running"
+    alloc_id = seen["tags"]["shoal:allocation"]
+    assert ledger(shoal_proc, env) == {alloc_id: "ORPHANED"}
+    aws.lag = False
+    assert ledger(shoal_proc, env) == {alloc_id: "FAILED"}
+    assert not unknown_instances(moto_base, {})
