@@ -109,7 +109,7 @@ _shoal() {
             alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws container docker ec2 kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
             alloc:--output|'catalog import:--output'|'catalog status:--output'|config:--output|drivers:--output|free:--output|'image list:--output'|'image pull:--output'|'image rm:--output'|pricing:--output|regions:--output|resources:--output|status:--output|types:--output) _shoal_words 'table wide json yaml' ;;
             'catalog export:--provider'|'catalog export:-p'|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
-            status:--status) _shoal_words 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED' ;;
+            status:--status) _shoal_words 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED EXITED' ;;
             task:--output) _shoal_words 'json yaml' ;;
         esac
         return 0

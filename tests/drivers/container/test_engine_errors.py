@@ -32,6 +32,10 @@ class FakeEngine(ThreadingHTTPServer):
     def __init__(self, path: Path, routes: dict[tuple[str, str], Route]) -> None:
         self.routes = routes
         self.seen: list[tuple[str, str]] = []
+        # The allocation's supervisor (another process) waits on the container as on a real
+        # engine: held until the engine goes, then told the container is no more.
+        self.waits: list[str] = []
+        self.closing = threading.Event()
         super().__init__(str(path), _Handler)  # type: ignore[arg-type]  # AF_UNIX: a path
 
     def server_bind(self) -> None:
@@ -56,7 +60,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.read(size + 2)
             self.rfile.readline()
         path = self.path.split("?", 1)[0].removeprefix("/v1.41")
-        self.server.seen.append((self.command, path))
+        if self.command == "POST" and path.endswith("/wait") and (
+            (self.command, path) not in self.server.routes
+        ):
+            self.server.waits.append(path)
+            self.server.closing.wait(60)
+            self.server.routes.setdefault((self.command, path), (404, {"message": "gone"}))
+        else:
+            self.server.seen.append((self.command, path))
         code, body = self.server.routes.get(
             (self.command, path), (404, {"message": f"no such thing: {path}"})
         )
@@ -81,6 +92,7 @@ def fake_engine(path: Path, routes: dict[tuple[str, str], Route]) -> Iterator[Fa
     try:
         yield server
     finally:
+        server.closing.set()
         server.shutdown()
         server.server_close()
         thread.join(5)

@@ -47,11 +47,12 @@ def quotas(standard_used: float = 12, p_used: float = 192) -> list[Quota]:
     ]
 
 
-def snapshot(region: str, at: datetime = NOW, **kw: Any) -> AccountSnapshot:
+def snapshot(region: str, at: datetime | None = None, **kw: Any) -> AccountSnapshot:
     return AccountSnapshot(
         provider="testcloud",
         region=region,
-        fetched_at=at,
+        # Fetched now, not at NOW: a long suite run moves past the 5-minute TTL from NOW.
+        fetched_at=at or datetime.now(UTC),
         quotas=quotas(**kw),
         usage=[
             InstanceUsage("p5.48xlarge", "onDemand", 1, "P", f"{region}a", 192, "H100", 8),
