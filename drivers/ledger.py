@@ -33,6 +33,7 @@ from drivers.ledger_rows import (
     ALLOCATED,
     ALLOCATING,
     COLUMNS,
+    ENDED_BEFORE_FREE,
     EXITED,
     EXPIRED,
     FAILED,
@@ -379,4 +380,29 @@ class Ledger(LedgerWaiters):
             moved = conn.execute(sql, tuple(params)).rowcount
             if moved and status not in (*HOLDING, RESERVED):
                 self._ring_pending = True  # capacity came back: the waiters may fit now
+        return moved == 1
+
+    def undo_free(self, alloc_id: str, previous: str, note: str | None) -> bool:
+        """Put back a row a `free` could not finish (interrupted, or its driver failed): as it
+        was (`previous`, `note`), unless its workload ended meanwhile. Its supervisor then
+        said so in the FREEING row's note (`freeing from EXITED`: drivers.supervise), and the
+        row becomes that end: an ALLOCATED row would hold capacity nothing uses. True if it
+        moved."""
+        now = stamp(self.clock())
+        with self._write() as conn:
+            found = conn.execute(
+                "SELECT note FROM allocations WHERE id=? AND status=?", (alloc_id, FREEING)
+            ).fetchone()
+            if found is None:
+                return False
+            ended = (found[0] or "").removeprefix(FREEING_FROM)
+            if previous in (ALLOCATED, GONE) and ended in ENDED_BEFORE_FREE and ended != previous:
+                previous, note = ended, f"{ended.lower()} while it was being freed; free it again"
+            moved = conn.execute(
+                "UPDATE allocations SET status=?, updated=?, note=?, owner_pid=NULL, "
+                "owner_start=NULL WHERE id=? AND status=?",
+                (previous, now, note, alloc_id, FREEING),
+            ).rowcount
+            if moved and previous not in HOLDING:
+                self._ring_pending = True
         return moved == 1

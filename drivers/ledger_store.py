@@ -23,7 +23,6 @@ from drivers.ledger_rows import (
     ALLOCATED,
     COLUMNS,
     ENDED_BEFORE_FREE,
-    EXPIRED,
     FREEING,
     FREEING_FROM,
     GONE,
@@ -136,12 +135,13 @@ class LedgerStore:
             if pid is not None and procinfo.is_alive(pid, started):
                 continue
             # An interrupted allocate may hold a workload (cleaned up as ORPHANED); an
-            # interrupted free goes back to what it was before (ALLOCATED, GONE, ORPHANED,
-            # EXPIRED).
+            # interrupted free goes back to what its note says it was (ALLOCATED, ORPHANED,
+            # GONE, EXPIRED, EXITED), or what its workload's supervisor found meanwhile: an
+            # end (drivers.supervise.record_end), never an ALLOCATED that nothing uses.
             new_status = ORPHANED
             if status == FREEING:
                 before = (note or "").removeprefix(FREEING_FROM)
-                restorable = (ALLOCATED, GONE, ORPHANED, EXPIRED)
+                restorable = (ALLOCATED, ORPHANED, *ENDED_BEFORE_FREE)
                 new_status = before if before in restorable else ALLOCATED
             conn.execute(
                 "UPDATE allocations SET status=?, updated=?, owner_pid=NULL, owner_start=NULL, "

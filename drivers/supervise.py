@@ -327,11 +327,18 @@ def _alive(pid: Any, started: Any) -> bool:
     return started is None or fields[19] == started
 
 
+_FREEING_FROM = "freeing from "  # drivers.ledger_rows.FREEING_FROM
+_HELD_BEFORE_FREE = ("ALLOCATED", "GONE")  # the rows an end is recorded for
+
+
 def record_end(spec: dict[str, Any], status: str, outcome: dict[str, Any]) -> bool:
     """Move the allocation's row from ALLOCATED (or GONE) to `status` (EXITED, EXPIRED), keeping
     `outcome` in its state, as `free` keeps it; True if it moved. A row still ALLOCATING is
-    waited for while its shoal lives (a workload may end before it is recorded); any other
-    row (freed, being freed, expired) is left as it is: its shoal knows."""
+    waited for while its shoal lives (a workload may end before it is recorded). A row being
+    freed stays FREEING, but its note says the workload ended (`freeing from EXITED`): if that
+    `free` dies or is interrupted, the row goes back to what is true now, never to an
+    ALLOCATED that holds capacity nothing uses. Any other row (freed, expired) is left as it
+    is: its shoal knows."""
     import sqlite3
 
     path, alloc = spec.get("ledger"), spec.get("allocation")
@@ -349,20 +356,35 @@ def record_end(spec: dict[str, Any], status: str, outcome: dict[str, Any]) -> bo
         try:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(
-                "SELECT status, state, owner_pid, owner_start, expires FROM allocations WHERE id=?",
+                "SELECT status, state, owner_pid, owner_start, expires, note FROM allocations "
+                "WHERE id=?",
                 (alloc,),
             ).fetchone()
             if row is not None and row[0] == "ALLOCATING" and _alive(row[2], row[3]):
                 conn.execute("ROLLBACK")
                 time.sleep(_RECORD_STEP_SECONDS)
                 continue
-            if row is None or row[0] not in ("ALLOCATED", "GONE"):
+            freeing = (
+                row is not None
+                and row[0] == "FREEING"
+                and row[5] in tuple(_FREEING_FROM + s for s in _HELD_BEFORE_FREE)
+            )
+            if freeing:
+                # Its `free` finishes it (FREED); only what it would go back to changes.
+                conn.execute(
+                    "UPDATE allocations SET note=? WHERE id=? AND status='FREEING' AND note=?",
+                    (_FREEING_FROM + status, alloc, row[5]),
+                )
+                conn.execute("COMMIT")
+                ring_waiters(path)  # a FREEING row whose workload ended holds nothing
+                return False  # not moved: its `free` moves it
+            if row is None or row[0] not in _HELD_BEFORE_FREE:
                 conn.execute("ROLLBACK")
                 return False
             try:
                 state = json.loads(row[1]) if row[1] else {}
-            except ValueError:
-                state = {}
+            except (ValueError, RecursionError):
+                state = None  # kept as it is: nothing of it is lost for the outcome
             if isinstance(state, dict):
                 meta = state.get("metadata")
                 state["metadata"] = {**(meta if isinstance(meta, dict) else {}), "outcome": outcome}
@@ -511,13 +533,26 @@ def engine_open(
 
 
 def engine_call(address: str, method: str, target: str, timeout: float | None) -> int:
-    """The status of a request whose answer is read whole (and dropped)."""
+    """The status of a request whose answer is dropped (its first 64 KiB read)."""
     conn, response = engine_open(address, method, target, timeout)
     try:
-        response.read()
+        read_capped(response, 1 << 16)
         return response.status
     finally:
         conn.close()
+
+
+def read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
+    """At most `limit` bytes of an answer's body, however it is framed. `read(limit)` is no
+    cap: http.client takes a chunk size of -1 (a hostile engine's) for "to the end of the
+    stream" and reads all of it into memory; `read1` reads one buffer at a time."""
+    got = bytearray()
+    while len(got) < limit:
+        piece = response.read1(limit - len(got))
+        if not piece:
+            break
+        got += piece
+    return bytes(got[:limit])
 
 
 def read_stream(response: http.client.HTTPResponse, size: int = 1 << 16) -> Iterator[bytes]:
@@ -534,7 +569,7 @@ def engine_answer(
     """The status and (at most `limit` bytes of) the body of a request."""
     conn, response = engine_open(address, method, target, timeout)
     try:
-        return response.status, response.read(limit)
+        return response.status, read_capped(response, limit)
     finally:
         conn.close()
 
@@ -543,7 +578,7 @@ def _exit_code(body: bytes) -> int | None:
     """`{"StatusCode": N}`, the answer of /containers/ID/wait."""
     try:
         code = json.loads(body).get("StatusCode")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not its answer: no code known
         return None
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 

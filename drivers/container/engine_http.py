@@ -23,6 +23,8 @@ _INTERIM_MAX = 5  # 1xx answers before the real one (as many as Go's net/http ta
 # engine could keep us reading without end while the data stays under the caller's cap.
 _SIZE_LINE_MAX = 4096
 _SIZE_DIGITS_MAX = 16
+# A Content-Length: a 64-bit size at most (int() refuses more than 4,300 digits outright).
+_LENGTH_DIGITS_MAX = 19
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 _OVERHEAD_MAX = 16 << 10
 _BODILESS = (204, 304)
@@ -109,7 +111,11 @@ class Response:
             length = self.headers.get("content-length")
             if length is None:
                 self._left = None
-            elif length.strip().isascii() and length.strip().isdigit():
+            elif (
+                length.strip().isascii()
+                and length.strip().isdigit()
+                and len(length.strip()) <= _LENGTH_DIGITS_MAX
+            ):
                 self._left = int(length)
             else:
                 raise ProtocolError(f"Content-Length {length[:40]!r}")
@@ -134,7 +140,10 @@ class Response:
             raise ConnectionResetError("the engine closed the connection without an answer")
         version, _, rest = line.decode("latin-1").strip().partition(" ")
         code, _, reason = rest.partition(" ")
-        if not version.startswith("HTTP/") or not (len(code) == 3 and code.isdigit()):
+        # ASCII digits only: latin-1 has digits int() refuses ("\xb2" is a superscript two).
+        if not version.startswith("HTTP/") or not (
+            len(code) == 3 and code.isascii() and code.isdigit()
+        ):
             raise ProtocolError(f"not an HTTP status line: {line[:60]!r}")
         return int(code), reason
 
