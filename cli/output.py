@@ -30,6 +30,9 @@ def select(as_json: bool, output_format: str | None) -> bool:
     True when it is structured (json or yaml), which `emit_json` then writes."""
     from providers.core.errors import UsageError
 
+    if output_format is not None and not output_format.strip():
+        # `--output "$FORMAT"` with FORMAT unset: a table where a script reads JSON.
+        raise UsageError(f"--output: empty value; use one of {', '.join(FORMATS)}")
     chosen = (output_format or ("json" if as_json else "table")).lower()
     if chosen not in FORMATS:
         raise UsageError(f"--output {output_format!r}: use one of {', '.join(FORMATS)}")

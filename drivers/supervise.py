@@ -302,9 +302,14 @@ def run_process(spec: dict[str, Any]) -> int:
         "by": "supervisor",
     }
     write_outcome(workspace, outcome)
-    # A stop that `free` asked for finds its row FREEING, which record_end leaves alone; a
-    # stop from outside shoal (a signal to this supervisor) is an end like any other.
-    record_end(spec, "EXPIRED" if reason == "expired" else "EXITED", outcome)
+    # A stop that `free` asked for finds its row FREEING (record_end notes the end there); a
+    # stop from outside shoal (a signal to this supervisor) is an end like any other. A stop
+    # asked for while the row is still ALLOCATING is the undo of an interrupted or failed
+    # alloc, which waits for this process to exit and then records the row FAILED: waiting
+    # for its record here would hold both until its patience ran out (grace + 10 s of a
+    # Ctrl-C that did not answer).
+    ended_as = "EXPIRED" if reason == "expired" else "EXITED"
+    record_end(spec, ended_as, outcome, wait_allocating=not asked)
     return 0
 
 
@@ -331,10 +336,13 @@ _FREEING_FROM = "freeing from "  # drivers.ledger_rows.FREEING_FROM
 _HELD_BEFORE_FREE = ("ALLOCATED", "GONE")  # the rows an end is recorded for
 
 
-def record_end(spec: dict[str, Any], status: str, outcome: dict[str, Any]) -> bool:
+def record_end(
+    spec: dict[str, Any], status: str, outcome: dict[str, Any], *, wait_allocating: bool = True
+) -> bool:
     """Move the allocation's row from ALLOCATED (or GONE) to `status` (EXITED, EXPIRED), keeping
     `outcome` in its state, as `free` keeps it; True if it moved. A row still ALLOCATING is
-    waited for while its shoal lives (a workload may end before it is recorded). A row being
+    waited for while its shoal lives (a workload may end before it is recorded), unless
+    `wait_allocating` is False (that shoal is undoing it and waits for us). A row being
     freed stays FREEING, but its note says the workload ended (`freeing from EXITED`): if that
     `free` dies or is interrupted, the row goes back to what is true now, never to an
     ALLOCATED that holds capacity nothing uses. Any other row (freed, expired) is left as it
@@ -360,7 +368,8 @@ def record_end(spec: dict[str, Any], status: str, outcome: dict[str, Any]) -> bo
                 "WHERE id=?",
                 (alloc,),
             ).fetchone()
-            if row is not None and row[0] == "ALLOCATING" and _alive(row[2], row[3]):
+            allocating = row is not None and row[0] == "ALLOCATING"
+            if allocating and wait_allocating and _alive(row[2], row[3]):
                 conn.execute("ROLLBACK")
                 time.sleep(_RECORD_STEP_SECONDS)
                 continue
@@ -631,6 +640,10 @@ def run_container(spec: dict[str, Any]) -> int:
             if deadline is None:
                 return 0
             condition = "next-exit"  # stopped: only a start outside shoal could follow
+        else:
+            # Another exit after a start outside shoal; an engine that answers next-exit at
+            # once (not blocking as Podman and Docker do) must not make this a busy loop.
+            time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
     for _ in range(30):  # an engine that is away for a minute still gets the stop
         try:
             stop = f"{api}/containers/{cid}/stop?t={grace}"

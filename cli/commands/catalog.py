@@ -91,7 +91,10 @@ def _catalog(
     context: str | None = None,
 ) -> "Catalog":
     from cli import wiring
+    from cli.commands.flags import not_empty
 
+    not_empty(max_age, "--max-age", "give a duration such as 6h or 2d, or leave --max-age out")
+    not_empty(context, "--context", "give a kubeconfig context, or leave --context out")
     if context:
         state(ctx).env_overrides[ENV_KUBE_CONTEXT] = context
 
@@ -115,10 +118,20 @@ def _query(
 ) -> "Query":
     """The flags as a catalog query; malformed selectors and times fail here, before any
     provider is asked anything."""
+    from cli.commands.flags import not_empty
     from providers import selectors
     from providers.core.timeutil import parse_when, utcnow
     from providers.query import Query, check_window
 
+    # A script's unset variable must not turn into the flag left out (every cached region,
+    # no filter, now, the cache however old).
+    not_empty(start, "--start", "give a time such as now, +2h or 2026-12-01T00:00:00Z")
+    not_empty(end, "--end", "give a time such as +2h, or leave --end out")
+    not_empty(sort, "--sort", "give a selector key such as vcpus or -price")
+    for name in region or []:
+        not_empty(name, "--region", "give a region name or all, or leave --region out")
+    for given in select or []:
+        not_empty(given, "--select", "give a selector such as gpu=H100 or 'vcpus>=32'")
     now = utcnow()  # one instant for both ends: `--start now --end +2h` is two hours
     start_time = parse_when(start, "--start", now) if start else None
     end_time = parse_when(end, "--end", now) if end else None

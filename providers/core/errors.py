@@ -150,9 +150,9 @@ def _pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
 
 
 # A line break a server may put inside a secret it wraps: whitespace as it is, or escaped as
-# JSON and a repr write it (`\n`, `\u000a`).
+# JSON and a repr write it (`\n`, `\u000a`), once or more (the repr of a JSON body: `\\n`).
 _RAW_BREAKS = re.compile(r"\s+")
-_BREAKS = re.compile(r"(?:\s|\\[nrt]|\\u00(?:0[9adAD]|20))+")
+_BREAKS = re.compile(r"(?:\s|\\+[nrt]|\\+u00(?:0[9adAD]|20))+")
 _WRAP_MIN = 8  # a shorter secret is not wrapped by a server, and would match words
 
 

@@ -205,3 +205,46 @@ def test_an_interrupted_free_of_a_live_workload_goes_back_to_allocated(tmp_path:
         assert not ledger.undo_free(alloc_id, L.ALLOCATED, "kept")  # not FREEING: left alone
     finally:
         ledger.close()
+
+
+def test_a_supervisor_stopped_while_its_row_is_allocating_does_not_wait_for_it(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C of `alloc` just after the supervisor started (its answer came while Ctrl-C was
+    held): the undo stops the supervisor and waits for it to exit, while the supervisor
+    waited for the undoing shoal's ALLOCATING row to be recorded. Each waited for the other
+    until the undo's patience ran out: the Ctrl-C answered after grace + 10 s (13 s measured
+    with a grace of 3 s). Here this test is the alloc that holds the row ALLOCATING."""
+    from drivers import procinfo
+    from drivers.process.spawn import supervise
+    from drivers.process.stop import wait_gone
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    try:
+        alloc_id = ledger.reserve(
+            driver="process", definition={"driver": "process"}, resources=Resources(cpu=1, ram=1),
+            metadata={}, is_remote=False, expires=None, fits=lambda usage: 1,
+        )  # fmt: skip
+        assert ledger.get(alloc_id).owner_pid == os.getpid()
+        workspace = tmp_path / alloc_id
+        workspace.mkdir()
+        answer, (pid, started) = supervise(
+            workspace,
+            {
+                "mode": "process", "workspace": str(workspace), "argv": ["sleep", "600"],
+                "env": {"PATH": os.defpath, "SHOAL_ALLOCATION_ID": alloc_id},
+                "marker": f"SHOAL_ALLOCATION_ID={alloc_id}", "deadline": None, "grace": 1,
+                "ledger": str(ledger.path), "allocation": alloc_id,
+            },
+        )  # fmt: skip
+        assert "pid" in answer, answer
+        try:
+            procinfo.signal_exactly(pid, started, signal.SIGTERM)  # what the undo's stop does
+            assert wait_gone(pid, started, 60), "the supervisor waited for the undoing alloc"
+        finally:
+            procinfo.signal_exactly(pid, started, signal.SIGKILL)
+            procinfo.signal_exactly(answer["pid"], answer.get("start"), signal.SIGKILL)
+            wait_gone(pid, started, 10)
+        assert ledger.get(alloc_id).status == L.ALLOCATING  # the alloc's undo records it
+    finally:
+        ledger.close()
