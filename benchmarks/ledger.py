@@ -24,9 +24,9 @@ DRY_RUN = ["alloc", "--driver", "test", "--cpu", "1", "--ram", "1", "--dry-run"]
 
 
 def fill(home: Path, rows: int, live: int) -> None:
-    from drivers import ledger as L
+    from drivers.ledger import book as L
     from drivers.paths import ledger_file
-    from drivers.types import LabelDefinition, Resources
+    from drivers.spec.types import LabelDefinition, Resources
     from providers.core.settings import Paths
     from providers.core.wire import to_wire
 

@@ -108,7 +108,7 @@ def main() -> None:
             # Frees every `every` seconds, in-process, as `shoal free` does them.
             from cli import wiring
             from drivers import service
-            from drivers.ledger_rows import ALLOCATED
+            from drivers.ledger.rows import ALLOCATED
 
             svc = wiring.drivers(wiring.settings())
             start_cpu = {p.pid: cpu_seconds(p.pid) or 0.0 for p in procs}

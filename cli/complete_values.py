@@ -26,7 +26,7 @@ from drivers.paths import ledger_file
 from providers.core.env import ENV_CONFIG, ENV_HOME
 from providers.core.settings import Paths
 
-# The statuses `shoal status` lists without --all (drivers.ledger.NOT_ENDED; a test keeps
+# The statuses `shoal status` lists without --all (drivers.ledger.book.NOT_ENDED; a test keeps
 # the two equal). Importing the ledger module would pull the driver machinery into a TAB.
 NOT_ENDED = (
     "ALLOCATING", "ALLOCATED", "FREEING", "ORPHANED", "GONE", "RESERVED", "EXPIRED", "EXITED"

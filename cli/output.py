@@ -123,18 +123,6 @@ def rate(count: float, seconds: float) -> str:
     return f"{human_bytes(count / seconds)}/s" if seconds > 0 else "? B/s"
 
 
-def duration(seconds: float) -> str:
-    """`0.4s`, `33s`, `4m05s`, `2h10m`: elapsed times and ETAs."""
-    if seconds < 9.95:
-        return f"{max(seconds, 0.0):.1f}s"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-
-
 def _progress_bar() -> Any:
     """A transient rich progress display on stderr: description, bar, amount, rate, ETA.
     Amounts are bytes unless a task's description says " rows" (paged APIs count items)."""
@@ -261,7 +249,10 @@ class LogProgress:
         amount = f"{human_bytes(done)} of {human_bytes(total)} ({done * 100 // total}%), {speed}"
         if done <= 0 or elapsed <= 0:
             return amount
-        return f"{amount}, ETA {duration((total - done) * elapsed / done)}"
+        from providers.core.timeutil import human_duration
+
+        eta = human_duration((total - done) * elapsed / done, style="clock")
+        return f"{amount}, ETA {eta}"
 
 
 @contextlib.contextmanager

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from providers.core.timeutil import human_duration
 from providers.models import RegionResourceItem, Resource, ResourceStatItem
 
 if TYPE_CHECKING:
-    from drivers.views import Summary
+    from drivers.spec.views import Summary
 
 ALLOCATION_COLUMNS = ["ID", "Driver", "Status", "CPU", "GiB", "Age", "Expires", "Note"]
 WIDE_COLUMNS = ["Created (UTC)", "Expires (UTC)"]
@@ -81,18 +82,9 @@ def _parse(stamp: Any) -> Any:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-def compact(seconds: float) -> str:
-    """`42s`, `5m`, `2h`, `3d` (as kubectl's AGE): what a narrow table has room for."""
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * (2 if unit != "m" else 1):
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 def age(stamp: Any, now: Any) -> str | None:
     at = _parse(stamp)
-    return compact((now - at).total_seconds()) if at is not None else None
+    return human_duration(now - at) if at is not None else None
 
 
 def expires_in(stamp: Any, now: Any) -> str | None:
@@ -100,7 +92,7 @@ def expires_in(stamp: Any, now: Any) -> str | None:
     if at is None:
         return None
     left = (at - now).total_seconds()
-    return compact(left) if left > 0 else "expired"
+    return human_duration(left) if left > 0 else "expired"
 
 
 def allocation_rows(rows: Sequence[Summary], wide: bool) -> list[list[Any]]:

@@ -74,7 +74,7 @@ class _LedgerUsage:
 
         if not ledger_file(self._settings.paths).exists():
             return []  # nothing was ever allocated here: no need for SQLite at all
-        from drivers.ledger import Ledger
+        from drivers.ledger.book import Ledger
         from providers.core.timeutil import utcnow
 
         ledger = Ledger(ledger_file(self._settings.paths))

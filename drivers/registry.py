@@ -24,7 +24,7 @@ from providers.core.plugins import LazyRegistry
 from providers.core.settings import Settings, config_section
 
 if TYPE_CHECKING:
-    from drivers.base import ResourceDriver
+    from drivers.spec.base import ResourceDriver
 
 DriverFactory = Callable[[str, Settings], "ResourceDriver"]
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from providers.core.errors import ConfigError
 from providers.core.settings import Settings, config_model
+from providers.defaults import DEFAULT_TTL_HOURS, DEFAULT_TTL_MINUTES
 
 if TYPE_CHECKING:
     from providers.core.strict import Strict
     from providers.sections import CloudSection
 
-DEFAULT_TTL_HOURS = 24.0
 
 
 def section(settings: Settings, provider: str) -> Strict:
@@ -61,7 +61,6 @@ def ttl(settings: Settings, provider: str) -> timedelta:
 def quota_ttl(settings: Settings, provider: str) -> timedelta:
     """How long an account's quotas and usage stay fresh: `[provider] quota_ttl_minutes`
     (default 5: usage changes as instances start and stop)."""
-    from providers.accounts.capacity import DEFAULT_TTL_MINUTES
 
     if provider not in settings.config:
         return timedelta(minutes=DEFAULT_TTL_MINUTES)

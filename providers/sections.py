@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from providers.config import DEFAULT_TTL_HOURS
 from providers.core.strict import MAX_SETTING, NonNegative, Strict
+from providers.defaults import DEFAULT_TTL_HOURS
 
 HOURS_PER_CENTURY = 24 * 365 * 100
 # The shortest freshness: a few seconds. Below it every answer is stale at once (1e-300

@@ -17,8 +17,8 @@ from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from drivers.scheduling import Wait
-    from drivers.views import AllocationView
+    from drivers.service.queue import Wait
+    from drivers.spec.views import AllocationView
 
 
 def alloc(
@@ -137,7 +137,7 @@ def alloc(
     try:
         base = None
         if reservation is not None:
-            from drivers import scheduling
+            from drivers.service import queue as scheduling
 
             base = scheduling.reserved_definition(svc, reservation)
         parsed = build_definition(
@@ -166,14 +166,14 @@ def alloc(
                     _show_choice(result.driver, result.choice)
             return
         if when is not None:
-            from drivers import scheduling
+            from drivers.service import queue as scheduling
 
             _report_booking(scheduling.book(svc, parsed, metadata, when), as_json)
             return
         with _progress(waiting) as shown:
             report = _reported(as_json, shown)
             if reservation is not None:
-                from drivers import scheduling
+                from drivers.service import queue as scheduling
 
                 scheduling.claim(svc, reservation, parsed, metadata, report, shown)
             else:
@@ -272,7 +272,7 @@ def _check_combination(
 def _wait_spec(wait: bool, timeout: str | None) -> "Wait | None":
     if not wait:
         return None
-    from drivers.scheduling import Wait
+    from drivers.service.queue import Wait
     from providers.core.timeutil import parse_duration
 
     seconds = None if timeout is None else parse_duration(timeout, "--timeout").total_seconds()
@@ -288,19 +288,22 @@ def _progress(waiting: "Wait | None") -> "Iterator[Wait | None]":
         return
     from dataclasses import replace
 
-    from drivers.scheduling import WaitState
+    from drivers.service.queue import WaitState
 
     terminal = sys.stderr.isatty()
     said: list[bool] = []
 
     def show(state: WaitState) -> None:
+        from providers.core.timeutil import human_duration
+
         ahead = f"{state.ahead} ahead, " if state.ahead else ""
         left = (
-            f"; gives up in {output.duration(state.remaining)}"
+            f"; gives up in {human_duration(state.remaining, style='clock')}"
             if state.remaining is not None
             else ""
         )
-        line = f"waiting for {state.what}: {ahead}{output.duration(state.waited)} so far{left}"
+        waited = human_duration(state.waited, style="clock")
+        line = f"waiting for {state.what}: {ahead}{waited} so far{left}"
         if terminal:
             sys.stderr.write(f"\r\x1b[2K{line} (Ctrl-C gives up)")
             sys.stderr.flush()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from providers.core.errors import UsageError, shown
 
 if TYPE_CHECKING:
-    from drivers.types import LabelDefinition
+    from drivers.spec.types import LabelDefinition
 
 
 def parse_pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def parse_pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[s
         if not sep or not key:
             raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
         if parse_json:
-            from drivers.definition import DuplicateKey, unique_object
+            from drivers.definitions.definition import DuplicateKey, unique_object
             from providers.core.numbers import reject_constant
 
             try:
@@ -75,7 +75,7 @@ def build_definition(
 ) -> "LabelDefinition":
     """The definition from a file (or stdin) and flags; `base` (a reservation's booked
     definition) is what they add to and override."""
-    from drivers import definition as defs
+    from drivers.definitions import definition as defs
 
     if path is not None:
         text, source = _read_definition(path)

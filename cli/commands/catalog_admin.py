@@ -1,7 +1,6 @@
 """`catalog status`, `catalog export`, `catalog import`: the cloud catalogs' cache."""
 
 import sys
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -47,8 +46,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOp
     """
     as_json = output.select(as_json, output_format)
     from providers import config
-    from providers.cloud.catalog import human_age
-    from providers.core.timeutil import utcnow
+    from providers.core.timeutil import human_duration, utcnow
     from providers.core.wire import format_time
 
     settings = state(ctx).settings()
@@ -82,7 +80,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOp
                 r["provider"],
                 r["region"],
                 output.short_time(str(r["fetchedAt"])),
-                human_age(timedelta(seconds=int(str(r["ageSeconds"])))),
+                human_duration(int(str(r["ageSeconds"]))),
                 "yes" if r["stale"] else "no",
                 r["instanceTypes"],
                 r["source"],

@@ -12,7 +12,7 @@ from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
     from drivers.service import Drivers
-    from drivers.views import FreeResult
+    from drivers.spec.views import FreeResult
 
 
 def free(
@@ -71,7 +71,7 @@ def free(
             results, code = _free_each(svc, ids, remote)
     finally:
         flush_warnings(svc)
-    from drivers.views import ERROR
+    from drivers.spec.views import ERROR
 
     if as_json:
         shown = [r.to_json() for r in results]
@@ -89,7 +89,7 @@ def _free_each(
     """Free every id, going on past failures; the first failure's exit code."""
     from cli.exit_codes import exit_code_for
     from drivers import service
-    from drivers.views import ERROR, FreeResult
+    from drivers.spec.views import ERROR, FreeResult
     from providers.core.errors import ShoalError
 
     results: list[FreeResult] = []

@@ -89,6 +89,8 @@ def pull(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
+    from providers.core.timeutil import human_duration
+
     """Download, verify and unpack an image into OUT/NAME-VERSION/.
 
     The archive is streamed, checked against --sum and unpacked; NAME and VERSION come
@@ -140,7 +142,7 @@ def pull(
         f"verified {result.checksum}" if result.verified else f"{result.checksum} (unverified)"
     )
     output.message(
-        f"pulled {image}: {output.human_bytes(got)} in {output.duration(took)} "
+        f"pulled {image}: {output.human_bytes(got)} in {human_duration(took, style='clock')} "
         f"({output.rate(got, took)}), {checked}, unpacked "
         f"{output.human_bytes(result.bytes_unpacked)} in {result.entries:,} entries"
     )

@@ -24,7 +24,7 @@ def config(
       shoal --home /tmp/ci-home config --json
     """
     as_json = output.select(as_json, output_format)
-    from drivers.setup_info import effective
+    from drivers.service.setup_info import effective
 
     items = effective(state(ctx).settings())
     if as_json:

@@ -38,7 +38,7 @@ def logs(
       shoal logs container-4b113fb1 -f
     """
     from cli import output, wiring
-    from drivers.logs import workload_logs
+    from drivers.service.logs import workload_logs
 
     svc = wiring.drivers(state(ctx).settings())
     out = sys.stdout.buffer

@@ -14,7 +14,7 @@ from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
     from drivers.service import Drivers, Listing
-    from drivers.views import Summary
+    from drivers.spec.views import Summary
 
 
 def status(
@@ -95,7 +95,7 @@ def status(
         if as_json:
             output.emit_json(found)
         else:
-            from drivers.views import Summary
+            from drivers.spec.views import Summary
 
             shown = [Summary.from_json(row) for row in found]
             _allocation_table(f"{remote}: shoal's allocations (any machine)", shown)

@@ -78,7 +78,7 @@ def _is_path(param: Any) -> bool:
 
 def _option_values(option: Any) -> tuple[list[str], str | None]:
     from cli.output import FORMATS
-    from drivers.ledger import ALL_STATUSES
+    from drivers.ledger.book import ALL_STATUSES
     from drivers.registry import _REGISTRY as DRIVERS
     from providers.catalog import _REGISTRY as PROVIDERS
 

@@ -18,14 +18,14 @@ from drivers.aws.state import (
     MANAGED_BY_TAG,
     OWNER_TAG,
 )
-from drivers.types import Resource
+from drivers.spec.types import Resource
 
 if TYPE_CHECKING:
     from drivers.aws.choice import Candidate
     from drivers.aws.config import AwsConfig
     from drivers.aws.ec2 import Ec2, Instance
     from drivers.aws.plan import Plan
-    from drivers.types import LabelDefinition
+    from drivers.spec.types import LabelDefinition
 
 
 def request(
@@ -38,7 +38,7 @@ def request(
     driver: str,
 ) -> Request:
     from drivers.aws.userdata import user_data
-    from drivers.definition import expires_at
+    from drivers.definitions.definition import expires_at
     from providers.core.wire import format_time
 
     opts = plan.opts

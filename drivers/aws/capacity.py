@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from drivers.base import UNLIMITED
+from drivers.spec.base import UNLIMITED
 from providers.core.errors import ShoalError
 
 if TYPE_CHECKING:

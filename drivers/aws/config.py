@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from drivers.fields import ENTRY, ENV, Command, Env
+from drivers.definitions.fields import ENTRY, ENV, Command, Env
 from providers.core.errors import is_secret_name, shown
 from providers.core.strict import Count, Positive, Strict
 

@@ -42,9 +42,16 @@ from drivers.aws.ec2 import HOLDING, Ec2, Instance
 from drivers.aws.instances import Doubt, Instances, wait_running
 from drivers.aws.launches import FOLDER, Launches
 from drivers.aws.state import MANAGED_BY_TAG, detail, remote_rows
-from drivers.base import UNLIMITED, ResourceDriverTask
-from drivers.options import check_meta_names, load_config
-from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
+from drivers.definitions.options import check_meta_names, load_config
+from drivers.spec.base import UNLIMITED, ResourceDriverTask
+from drivers.spec.types import (
+    ALLOCATION_ID_KEY,
+    STATUS_ALLOCATED,
+    STATUS_NONE,
+    LabelDefinition,
+    Resource,
+    Resources,
+)
 from providers.core.errors import CredentialsError, ShoalError, UsageError
 from providers.core.http.policy import RetryPolicy
 from providers.core.settings import Settings
@@ -55,7 +62,6 @@ if TYPE_CHECKING:
     from providers.aws.credentials import AwsCredentials
     from providers.cloud.catalog import CloudCatalog
 
-ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 DEFAULT_EC2_URL = "https://ec2.{region}.amazonaws.com"
 DEFAULT_SSM_URL = "https://ssm.{region}.amazonaws.com"
 DEFAULT_REGION = "us-east-1"
@@ -352,7 +358,7 @@ class AwsDriver:
 
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
         from drivers.aws.tasks import TASKS, AwsTask
-        from drivers.options import task_options
+        from drivers.definitions.options import task_options
 
         checked = task_options(TASKS, task, options)
         return None if checked is None else AwsTask(self, task, checked)

@@ -17,13 +17,13 @@ from drivers.aws import choice
 from drivers.aws.config import _AMI, AwsConfig, AwsOptions
 from drivers.aws.ec2 import ApiError, Ec2, TypeShape, _arch
 from drivers.aws.memo import DAY
-from drivers.options import parse_options
+from drivers.definitions.options import parse_options
 from providers.core.errors import ShoalError, UsageError, is_secret_name
 
 if TYPE_CHECKING:
     from drivers.aws.choice import Choice
     from drivers.aws.memo import Memo
-    from drivers.types import LabelDefinition
+    from drivers.spec.types import LabelDefinition
     from providers.cloud.catalog import CloudCatalog
     from providers.models import ResourcePricing
 

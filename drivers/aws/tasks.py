@@ -8,17 +8,22 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from pydantic import Field
 
-from drivers.types import ApplicationTask, Resource
+from drivers.spec.types import ApplicationTask, Resource
 from providers.core.errors import ShoalError, UsageError
 from providers.core.strict import Strict
 
 if TYPE_CHECKING:
-    from drivers.aws.driver import AwsDriver
     from drivers.aws.ec2 import Ec2
+
+
+class LocatesInstances(Protocol):
+    """What a task needs of the driver: the allocation's region client and instance id."""
+
+    def located(self, res: Resource) -> tuple[Ec2, str]: ...
 
 
 class SnapshotOptions(Strict):
@@ -39,7 +44,7 @@ TASKS: dict[str, type[Strict]] = {"snapshot": SnapshotOptions, "console": Consol
 class AwsTask:
     """`snapshot` or `console` of one allocation's instance (the spec's ResourceDriverTask)."""
 
-    driver: AwsDriver
+    driver: LocatesInstances
     task: str
     options: dict[str, Any]
     res: Resource | None = None

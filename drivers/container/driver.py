@@ -20,15 +20,16 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drivers.capacity import fit_count
 from drivers.container import outcome
+from drivers.container.defaults import DEFAULTS, Config
 from drivers.container.images import UNSAFE_NAME, missing_image, resolve_image
-from drivers.types import (
+from drivers.spec.capacity import fit_count
+from drivers.spec.types import (
+    ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
     STATUS_NONE,
     LabelDefinition,
@@ -39,29 +40,14 @@ from providers.core.errors import NotFoundError, ShoalError, UsageError
 from providers.core.settings import Settings
 
 if TYPE_CHECKING:
-    from drivers.base import ResourceDriverTask
     from drivers.container.engine import Engine
     from drivers.container.model import ContainerOptions
+    from drivers.spec.base import ResourceDriverTask
 
-ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 MANAGED_BY = "dev.shoal.managed-by"
 ALLOCATION_LABEL = "dev.shoal.allocation"
 
 
-@dataclass(frozen=True)
-class Config:
-    """[drivers."container/INSTANCE"] as the driver reads it: a table checked by its pydantic
-    model (model.py, whose defaults these are), or these defaults when there is none."""
-
-    socket: str = ""
-    cpu_limit: int = 0
-    ram_limit: int = 0
-    cpu_overbook: int = 0
-    ram_overbook: int = 0
-    grace_seconds: int = 10
-
-
-DEFAULTS = Config()
 
 
 def generated_mac() -> str:
@@ -151,7 +137,7 @@ class ContainerDriver:
     def cfg(self) -> Config:
         if self._cfg is None:
             from drivers.container.model import ContainerConfig
-            from drivers.options import load_config
+            from drivers.definitions.options import load_config
 
             path = self._settings.paths.config_file
             checked = load_config(ContainerConfig, self._config, self._name, path)
@@ -187,7 +173,7 @@ class ContainerDriver:
 
     def _options(self, definition: LabelDefinition) -> ContainerOptions:
         from drivers.container.model import ContainerOptions
-        from drivers.options import parse_options
+        from drivers.definitions.options import parse_options
 
         return parse_options(ContainerOptions, definition.options)
 
@@ -198,7 +184,7 @@ class ContainerDriver:
             raise UsageError("resources.disks: the container driver takes no disks")
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
-        from drivers.options import check_meta_names
+        from drivers.definitions.options import check_meta_names
 
         check_meta_names(metadata)
 
@@ -226,7 +212,7 @@ class ContainerDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
-        from drivers.definition import expires_at
+        from drivers.definitions.definition import expires_at
 
         deadline = expires_at(definition)
         opts = self._options(definition)
@@ -298,12 +284,12 @@ class ContainerDriver:
             metadata=meta,
         )
 
-    def _cid(self, res: Resource) -> str:
+    def cid(self, res: Resource) -> str:
         meta = res.metadata or {}
         return str(meta.get("container") or UNSAFE_NAME.sub("-", f"shoal-{res.identifier}"))
 
     def status(self, res: Resource) -> str:
-        cid = self._cid(res)
+        cid = self.cid(res)
         try:
             seen = self.engine(res).inspect(cid)
         except NotFoundError:
@@ -315,13 +301,13 @@ class ContainerDriver:
     def describe(self, res: Resource) -> dict[str, Any]:
         """The container's state; for one that exited, its exit code and last log lines.
         Right after `status`, from what it saw."""
-        cid = self._cid(res)
+        cid = self.cid(res)
         return outcome.describe(self.engine(res), cid, res, self._seen.pop(cid, None))
 
     def finish(self, res: Resource) -> dict[str, Any]:
         """Stop the container (the engine's SIGTERM, grace, SIGKILL) but keep it; its state,
         exit code and last log lines."""
-        cid = self._cid(res)
+        cid = self.cid(res)
         self._seen.pop(cid, None)  # it is about to change
         try:
             self.engine(res).stop(cid, self._grace(res))
@@ -335,7 +321,7 @@ class ContainerDriver:
     def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
         """The container's stdout and stderr as the engine keeps them, streamed; with
         `follow` until the container stops."""
-        yield from outcome.stream_logs(self.engine(res), self._cid(res), tail=tail, follow=follow)
+        yield from outcome.stream_logs(self.engine(res), self.cid(res), tail=tail, follow=follow)
 
     def remote_allocations(self) -> list[dict[str, Any]]:
         """shoal's containers on the engine, made by any machine that uses it."""
@@ -372,7 +358,7 @@ class ContainerDriver:
 
     def deallocate(self, res: Resource) -> None:
         engine = self.engine(res)
-        cid = self._cid(res)
+        cid = self.cid(res)
         try:
             if cid not in self._stopped:  # `finish` stopped it a moment ago
                 engine.stop(cid, self._grace(res))

@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from drivers.container.driver import DEFAULTS
-from drivers.fields import ENTRY, ENV, Command, Env
+from drivers.container.defaults import DEFAULTS
+from drivers.definitions.fields import ENTRY, ENV, Command, Env
 from providers.core.strict import Count, Strict
 
 OVERBOOK = "extra {} tenants may share when all allow it"

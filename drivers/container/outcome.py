@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from drivers.types import Resource
+from drivers.spec.types import Resource
 from providers.core.errors import NotFoundError, ShoalError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def start_supervisor(
     # time of its own, nor tells anyone that it stopped: a supervisor does both, with no
     # shoal running.
     from drivers.container.engine import API
-    from drivers.supervise import start_detached
+    from drivers.supervisor.supervise import start_detached
 
     supervisor = start_detached(
         {
@@ -84,7 +84,7 @@ def stream_logs(engine: Engine, cid: str, *, tail: int | None, follow: bool) -> 
     from urllib.parse import urlencode
 
     from drivers.container.engine import API
-    from drivers.supervise import engine_open, read_stream
+    from drivers.supervisor.supervise import engine_open, read_stream
     from providers.core.errors import ProviderUnreachableError
 
     engine.inspect(cid)  # a missing container or engine, as the engine client says it

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from pydantic import Field
 
-from drivers.types import ApplicationTask, Resource
+from drivers.spec.types import ApplicationTask, Resource
 from providers.core.errors import ShoalError, UsageError
 from providers.core.strict import Strict
 
 if TYPE_CHECKING:
-    from drivers.container.driver import ContainerDriver
+    from drivers.container.engine import Engine
+
+
+class HoldsContainers(Protocol):
+    """What a task needs of the driver (its container and engine), not the driver itself."""
+
+    def cid(self, res: Resource) -> str: ...
+    def engine(self, res: Resource | None = None) -> Engine: ...
 
 
 class SnapshotOptions(Strict):
@@ -36,7 +43,7 @@ class ContainerTask:
     """`snapshot`: commit the container to an image, return its id. `export`: write the
     container's filesystem as a tar to options.path."""
 
-    def __init__(self, driver: ContainerDriver, name: str, options: dict[str, Any]) -> None:
+    def __init__(self, driver: HoldsContainers, name: str, options: dict[str, Any]) -> None:
         self.driver = driver
         self._name = name
         self.options = options
@@ -54,7 +61,7 @@ class ContainerTask:
     def execute(self) -> bytes:
         if self.res is None:
             raise ShoalError(f"{self._name}: no resource given")
-        cid = self.driver._cid(self.res)
+        cid = self.driver.cid(self.res)
         engine = self.driver.engine(self.res)
         if self._name == "snapshot":
             repo = str(self.options.get("repo") or f"shoal-snapshot-{self.res.identifier}")

@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from drivers.base import UNLIMITED, ResourceDriverTask
-from drivers.fields import ENTRY, ENV, Command, Env
+from drivers.definitions.fields import ENTRY, ENV, Command, Env
+from drivers.definitions.options import check_meta_names, load_config, parse_options
 from drivers.kubernetes import manifest as M
-from drivers.options import check_meta_names, load_config, parse_options
-from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
+from drivers.spec.base import UNLIMITED, ResourceDriverTask
+from drivers.spec.types import (
+    ALLOCATION_ID_KEY,
+    STATUS_ALLOCATED,
+    STATUS_NONE,
+    LabelDefinition,
+    Resource,
+    Resources,
+)
 from providers.core.errors import UsageError, shown
 from providers.core.settings import Settings
 from providers.core.strict import Count, Strict
@@ -33,7 +40,6 @@ if TYPE_CHECKING:
     from providers.kubernetes.catalog import KubernetesCatalog
     from providers.kubernetes.client import KubeClient
 
-ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 # [prefix/]name: a DNS subdomain prefix, a name of up to 63 characters
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

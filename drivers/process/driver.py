@@ -6,10 +6,10 @@ data memory (RLIMIT_DATA: heap and private writable mappings, which is what a pr
 actually uses; RLIMIT_AS would also count reserved address space and break runtimes such as
 Go and Java that reserve far more than they touch). Metadata becomes environment variables.
 
-Each workload is started by a supervisor of its own (drivers/supervise.py), which outlives
-the shoal command: it ends the workload at the allocation's expiry (SIGTERM, grace, SIGKILL)
-with no shoal running, and records how it ended (exit code, signal, time, why) in the
-workspace, which keeps it with the output until `free`.
+Each workload is started by a supervisor of its own (drivers/supervisor/supervise.py), which
+outlives the shoal command: it ends the workload at the allocation's expiry (SIGTERM, grace,
+SIGKILL) with no shoal running, and records how it ended (exit code, signal, time, why) in
+the workspace, which keeps it with the output until `free`.
 
 This module is the driver itself: config, definitions, capacity, allocate, status and
 deallocate. Starting the supervisor and the identity files are in spawn.py, stopping in
@@ -29,15 +29,16 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from drivers import procinfo
-from drivers.base import ResourceDriverTask
-from drivers.capacity import fit_count
-from drivers.fields import ENV, Command, Env, EnvName
-from drivers.options import check_meta_names, ensure_workspace, load_config, parse_options
+from drivers.definitions.fields import ENV, Command, Env, EnvName
+from drivers.definitions.options import (
+    check_meta_names,
+    ensure_workspace,
+    load_config,
+    parse_options,
+)
 from drivers.paths import ledger_file
 from drivers.process import outcome
 from drivers.process.spawn import (
-    ALLOCATION_ID_KEY,
     CPUS_FILE,
     marker,
     pick_cpus,
@@ -45,8 +46,18 @@ from drivers.process.spawn import (
     supervise,
 )
 from drivers.process.stop import stop, stop_marked
-from drivers.supervise import LOG_FILE, SUPERVISOR_FILE
-from drivers.types import STATUS_ALLOCATED, STATUS_NONE, LabelDefinition, Resource, Resources
+from drivers.spec.base import ResourceDriverTask
+from drivers.spec.capacity import fit_count
+from drivers.spec.types import (
+    ALLOCATION_ID_KEY,
+    STATUS_ALLOCATED,
+    STATUS_NONE,
+    LabelDefinition,
+    Resource,
+    Resources,
+)
+from drivers.supervisor import procinfo
+from drivers.supervisor.supervise import LOG_FILE, SUPERVISOR_FILE
 from providers.core.errors import ShoalError, UsageError, shown
 from providers.core.settings import Settings
 from providers.core.strict import Count, NonNegative, Strict
@@ -159,7 +170,7 @@ class ProcessDriver:
         return self.root / identifier
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
-        from drivers.definition import expires_at
+        from drivers.definitions.definition import expires_at
 
         opts = self._options(definition)
         self.validate_metadata(metadata)

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from drivers.supervise import LOG_FILE, OUTCOME_FILE
-from drivers.types import STATUS_ALLOCATED, Resource
+from drivers.spec.types import STATUS_ALLOCATED, Resource
+from drivers.supervisor.supervise import LOG_FILE, OUTCOME_FILE
 from providers.core.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from drivers.process.driver import ProcessDriver
+    from drivers.process.workloads import Workloads
 
 _POLL_SECONDS = 0.02
 OUTCOME_WAIT_SECONDS = 2.0  # for a supervisor about to record how its workload ended
@@ -25,7 +25,7 @@ FOLLOW_POLL_SECONDS = 0.2
 TAIL_LINES, TAIL_CHARS = 10, 2000  # `log_tail`: the last lines of output.log
 
 
-def describe(driver: ProcessDriver, res: Resource) -> dict[str, Any]:
+def describe(driver: Workloads, res: Resource) -> dict[str, Any]:
     """Running: its pid and whether its supervisor is there to end it on time. Ended:
     its exit code (128+N after signal N), the signal, when, why (`exited` by itself,
     `expired`, `stopped` by `free`), and the last lines of its output; kept with the
@@ -58,7 +58,7 @@ def describe(driver: ProcessDriver, res: Resource) -> dict[str, Any]:
 
 
 def follow_log(
-    driver: ProcessDriver, res: Resource, *, tail: int | None, follow: bool
+    driver: Workloads, res: Resource, *, tail: int | None, follow: bool
 ) -> Iterator[bytes]:
     """output.log: the last `tail` lines (all without it); with `follow`, what it writes
     next, until the workload and everything it started have ended."""

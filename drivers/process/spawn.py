@@ -22,14 +22,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from drivers import procinfo
 from drivers.process.outcome import text_tail
-from drivers.supervise import PID_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG, write_identity
+from drivers.spec.types import ALLOCATION_ID_KEY
+from drivers.supervisor import procinfo
+from drivers.supervisor.supervise import PID_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG, write_identity
 from providers.core.errors import ShoalError
 
-ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"  # KEY=id in a process's environment marks it ours
 CPUS_FILE = ".shoal-cpus"
-SUPERVISOR = str(Path(__file__).resolve().parent.parent / "supervise.py")
+SUPERVISOR = str(Path(__file__).resolve().parent.parent / "supervisor" / "supervise.py")
 ANSWER_TIMEOUT_SECONDS = 60.0  # for the supervisor to start the workload (a loaded machine)
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 

@@ -11,14 +11,14 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from drivers import procinfo
 from drivers.process.spawn import marker
-from drivers.supervise import OUTCOME_FILE, now_text, write_outcome
-from drivers.types import Resource
+from drivers.spec.types import Resource
+from drivers.supervisor import procinfo
+from drivers.supervisor.supervise import OUTCOME_FILE, now_text, write_outcome
 from providers.core.errors import ShoalError
 
 if TYPE_CHECKING:
-    from drivers.process.driver import ProcessDriver
+    from drivers.process.workloads import Workloads
 
 _POLL_SECONDS = 0.02
 SUPERVISOR_MARGIN_SECONDS = 10.0  # beyond grace, for a supervisor to stop its workload
@@ -59,7 +59,7 @@ def stop_marked(identifier: str, grace: float) -> bool:
     return found
 
 
-def stop(driver: ProcessDriver, res: Resource) -> None:
+def stop(driver: Workloads, res: Resource) -> None:
     """End the workload and all it started. Its supervisor does it, and records how it
     ended; whatever it leaves (a supervisor killed with SIGKILL leaves it all) is stopped
     here, and recorded as stopped by shoal."""

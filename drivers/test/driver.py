@@ -17,11 +17,12 @@ from typing import Any
 
 from pydantic import Field
 
-from drivers.base import CAPACITY_ERROR, ResourceDriverTask
-from drivers.capacity import fit_count
-from drivers.fields import MAX_DELAY_SECONDS, Delay, Probability
-from drivers.options import ensure_workspace, load_config, parse_options, roll
-from drivers.types import (
+from drivers.definitions.fields import MAX_DELAY_SECONDS, Delay, Probability
+from drivers.definitions.options import ensure_workspace, load_config, parse_options, roll
+from drivers.spec.base import CAPACITY_ERROR, ResourceDriverTask
+from drivers.spec.capacity import fit_count
+from drivers.spec.types import (
+    ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
     STATUS_NONE,
     ApplicationTask,
@@ -35,8 +36,6 @@ from providers.core.settings import Settings
 from providers.core.strict import Count, Strict
 from providers.core.timeutil import utcnow
 from providers.core.wire import format_time
-
-ALLOCATION_ID_KEY = "SHOAL_ALLOCATION_ID"
 
 OVERBOOK = "extra {} tenants may share when all allow it"
 STALL = f"seconds to stall, 0 to {MAX_DELAY_SECONDS}"

@@ -27,19 +27,12 @@ from providers.accounts.model import (
     sound_quotas,
 )
 from providers.core.errors import CredentialsError, ShoalError
-from providers.core.timeutil import utcnow
+from providers.core.timeutil import human_duration, utcnow
 
 if TYPE_CHECKING:
     from providers.cloud.cache import CatalogCache
     from providers.core.settings import Settings
 
-DEFAULT_TTL_MINUTES = 5.0
-
-
-def _age(delta: timedelta) -> str:
-    from providers.cloud.catalog import human_age
-
-    return human_age(delta)
 
 
 class AccountCapacity:
@@ -132,7 +125,7 @@ class AccountCapacity:
                     raise
                 self.warn(
                     f"{self.provider}: refreshing the account's capacity failed ({exc}); "
-                    f"serving answers fetched up to {_age(oldest)} ago"
+                    f"serving answers fetched up to {human_duration(oldest)} ago"
                 )
             else:
                 fetched = {s.region: s for s in got}
@@ -155,8 +148,9 @@ class AccountCapacity:
             age = now - at
             if max_age is not None and age > max_age:
                 raise ShoalError(
-                    f"{self.provider} {region}: the cached account capacity is {_age(age)} "
-                    f"old, older than --max-age {_age(max_age)}; refresh it (without --offline)"
+                    f"{self.provider} {region}: the cached account capacity is "
+                    f"{human_duration(age)} old, older than --max-age "
+                    f"{human_duration(max_age)}; refresh it (without --offline)"
                 )
             out.append((loads(payload), age > self.ttl))
         return out

@@ -14,14 +14,13 @@ lot the first time).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from providers import config
 from providers.cloud.cache import CatalogCache, SnapshotInfo
 from providers.cloud.offers import Fetcher, Offer
 from providers.core.errors import ShoalError, UsageError
-from providers.core.timeutil import utcnow
+from providers.core.timeutil import human_duration, utcnow
 from providers.models import (
     InstanceTypeSpec,
     RegionSpec,
@@ -42,17 +41,6 @@ if TYPE_CHECKING:
 
 CACHE_FILE = "catalog.sqlite"
 T = TypeVar("T")
-
-
-def human_age(age: timedelta) -> str:
-    seconds = int(age.total_seconds())
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 def open_cache(settings: Settings) -> CatalogCache:
@@ -121,7 +109,7 @@ class CloudCatalog:
         except ShoalError as exc:
             if not cached or self.freshness.refresh:
                 raise
-            age = human_age(now - fetched_at) if fetched_at else "?"
+            age = human_duration(now - fetched_at) if fetched_at else "?"
             self._warn_once(
                 "regions",
                 f"{self._provider}: could not refresh the region list ({exc}); using the one "
@@ -178,15 +166,15 @@ class CloudCatalog:
                     # Said before any "serving old prices": they are not served.
                     exc.args = (
                         f"{self._provider} {region}: refresh failed ({exc}) and the cached "
-                        f"prices are {human_age(now - info.fetched_at)} old, older than "
-                        f"--max-age {human_age(max_age)}",
+                        f"prices are {human_duration(now - info.fetched_at)} old, older than "
+                        f"--max-age {human_duration(max_age)}",
                     )
                     raise
                 self._failed.add(region)  # once per run: the old data is what we have
                 self._warn_once(
                     f"refresh {region}",
                     f"{self._provider} {region}: refresh failed ({exc}); serving prices "
-                    f"fetched {human_age(now - info.fetched_at)} ago",
+                    f"fetched {human_duration(now - info.fetched_at)} ago",
                 )
             else:
                 if snap.currency != "USD":
@@ -204,15 +192,16 @@ class CloudCatalog:
         age = now - info.fetched_at
         if self.freshness.max_age is not None and age > self.freshness.max_age:
             raise ShoalError(
-                f"{self._provider} {region}: cached prices are {human_age(age)} old, older than "
-                f"--max-age {human_age(self.freshness.max_age)}; refresh them (without --offline)"
+                f"{self._provider} {region}: cached prices are {human_duration(age)} old, older "
+                f"than --max-age {human_duration(self.freshness.max_age)}; refresh them (without "
+                "--offline)"
             )
         stale = age > self.ttl
         if stale and region not in self._failed:  # a failed refresh already said how old
             self._warn_once(
                 f"stale {region}",
-                f"{self._provider} {region}: prices are {human_age(age)} old (TTL "
-                f"{human_age(self.ttl)}); --refresh fetches new ones",
+                f"{self._provider} {region}: prices are {human_duration(age)} old (TTL "
+                f"{human_duration(self.ttl)}); --refresh fetches new ones",
             )
         return info, self.cache.offers(self._provider, region), stale
 
@@ -346,7 +335,7 @@ class CloudCatalog:
                 self._warn_once(
                     f"stale account {snapshot.region}",
                     f"{self._provider} {snapshot.region}: account capacity is "
-                    f"{human_age(now - snapshot.fetched_at)} old; --refresh fetches it again",
+                    f"{human_duration(now - snapshot.fetched_at)} old; --refresh fetches it again",
                 )
             built = resource.select(
                 resource.to_resource(snapshot, now=now, stale=stale), snapshot, selectors

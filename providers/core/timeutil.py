@@ -95,3 +95,44 @@ def parse_duration(text: str, field: str) -> timedelta:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def human_duration(span: timedelta | float, *, style: str = "age") -> str:
+    """A duration for people, the one formatter every layer uses. `span`: a timedelta or
+    seconds. Styles, by what a reader needs:
+
+    - "age" (kubectl's AGE: one unit, rounded down): `90s`, `5m`, `2h`, `3d`; a table cell,
+      a cache's age, a TTL.
+    - "span" (two units, rounded down): `45s`, `29m`, `2h5m`, `3d4h`; a wait or a lifetime in
+      a sentence.
+    - "clock" (tenths below 10 s, then zero-padded): `0.4s`, `33s`, `4m05s`, `2h10m`; elapsed
+      times and ETAs that tick.
+    """
+    seconds = span.total_seconds() if isinstance(span, timedelta) else float(span)
+    if style == "clock":
+        if seconds < 9.95:
+            return f"{max(seconds, 0.0):.1f}s"
+        whole = round(seconds)
+        if whole < 60:
+            return f"{whole}s"
+        if whole < 3600:
+            return f"{whole // 60}m{whole % 60:02d}s"
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    whole = max(0, int(seconds))
+    if style == "age":
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if whole >= size * 2:
+                return f"{whole // size}{unit}"
+        return f"{whole}s"
+    if style != "span":
+        raise ValueError(f"human_duration: unknown style {style!r}")
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m"
+    return f"{secs}s"

@@ -187,7 +187,7 @@ def test_only_shell_safe_values_are_offered(home: Path, machine: list[str]) -> N
 
 
 def test_not_ended_is_the_ledgers() -> None:
-    from drivers.ledger import NOT_ENDED
+    from drivers.ledger.book import NOT_ENDED
 
     assert complete_values.NOT_ENDED == NOT_ENDED
 

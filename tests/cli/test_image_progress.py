@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cli import output
+from providers.core.timeutil import human_duration
 from tests.cli.test_image_commands import FAST, MIB, TERMINAL, image_tar, sha256, spawn
 from tests.drivers.image.server import ImageServer
 
@@ -131,7 +132,7 @@ def test_human_bytes(count: int, text: str) -> None:
     ("seconds", "text"), [(0.42, "0.4s"), (33.4, "33s"), (245, "4m05s"), (7800, "2h10m")]
 )
 def test_duration(seconds: float, text: str) -> None:
-    assert output.duration(seconds) == text
+    assert human_duration(seconds, style="clock") == text
 
 
 def test_a_line_at_most_every_interval() -> None:

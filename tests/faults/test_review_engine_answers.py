@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from drivers import supervise
 from drivers.container.engine import Engine
+from drivers.supervisor import supervise
 from providers.core.errors import ShoalError
 from tests.conftest import wait_for
 

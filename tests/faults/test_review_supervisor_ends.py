@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from drivers import ledger as L
-from drivers.ledger import Ledger
-from drivers.types import Resources
+from drivers.ledger import book as L
+from drivers.ledger.book import Ledger
+from drivers.spec.types import Resources
 from tests.conftest import REPO, shoal_env, spawn, wait_for
 
 CONFIG = '[drivers."process/default"]\ncpu_limit = 1\nram_limit = 4\ngrace_seconds = 2\n'
@@ -100,7 +100,7 @@ def test_free_of_an_exited_row_killed_midway_leaves_it_exited(
     wait_for(lambda: row(home, ident).status == L.EXITED, "EXITED")
     # A `free` that took the row and died at once (kill -9): a real process owns the row.
     code = (
-        "import sys, time; from pathlib import Path; from drivers.ledger import Ledger; "
+        "import sys, time; from pathlib import Path; from drivers.ledger.book import Ledger; "
         "from drivers import ledger as L; "
         f"ledger = Ledger(Path({str(ledger_path(home))!r})); "
         f"assert ledger.set_status({ident!r}, L.FREEING, expect=(L.EXITED,), owner=True, "
@@ -167,7 +167,7 @@ def test_free_interrupted_after_the_workload_ended(
 def test_the_supervisor_marks_a_row_being_freed_as_ended(tmp_path: Path) -> None:
     """The piece: record_end on a FREEING row leaves its status to its free and changes only
     what the row goes back to; that FREEING row then holds nothing."""
-    from drivers import supervise
+    from drivers.supervisor import supervise
 
     ledger = Ledger(tmp_path / "ledger.sqlite")
     try:
@@ -215,9 +215,9 @@ def test_a_supervisor_stopped_while_its_row_is_allocating_does_not_wait_for_it(
     waited for the undoing shoal's ALLOCATING row to be recorded. Each waited for the other
     until the undo's patience ran out: the Ctrl-C answered after grace + 10 s (13 s measured
     with a grace of 3 s). Here this test is the alloc that holds the row ALLOCATING."""
-    from drivers import procinfo
     from drivers.process.spawn import supervise
     from drivers.process.stop import wait_gone
+    from drivers.supervisor import procinfo
 
     ledger = Ledger(tmp_path / "ledger.sqlite")
     try:

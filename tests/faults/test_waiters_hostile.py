@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from drivers import doorbell
+from drivers.ledger import doorbell
 from providers.core.wire import format_time
 from tests.conftest import spawn, wait_for
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from drivers.types import LabelDefinition
+from drivers.spec.types import LabelDefinition
 from providers.core.errors import UsageError
 from providers.core.wire import WireError, from_wire, to_wire
 from providers.models import (

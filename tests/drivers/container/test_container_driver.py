@@ -103,7 +103,7 @@ def test_network_none_has_no_address(shoal: Shoal, podman_engine: Podman) -> Non
 
 
 def ledger_status(home: Path, alloc_id: str) -> str:
-    from drivers.ledger import Ledger
+    from drivers.ledger.book import Ledger
 
     ledger = Ledger(home / "state" / "ledger.sqlite")
     try:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from drivers import supervise
-from drivers.ledger import FREED, Ledger
-from drivers.types import Resources
+from drivers.ledger.book import FREED, Ledger
+from drivers.spec.types import Resources
+from drivers.supervisor import supervise
 
 
 def run_supervisor(spec: dict[str, object]) -> subprocess.CompletedProcess[bytes]:

@@ -19,7 +19,7 @@ from drivers.image import extract, pull
 from drivers.image.pull import ChecksumMismatchError, PullOptions, PullResult
 from drivers.image.source import Policy
 from drivers.image.tarstream import UnsafeArchiveError
-from drivers.types import Image
+from drivers.spec.types import Image
 from providers.core.errors import (
     ConfigError,
     CredentialsError,

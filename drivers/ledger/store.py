@@ -1,0 +1,239 @@
+"""The ledger's store: its SQLite plumbing and the allocation rows' reads.
+
+`LedgerStore` opens `drivers.ledger.db` with a clock, runs write transactions (ringing the
+waiters after one that freed capacity), and answers what the rows hold: lookups, listings,
+expiries, usage of this node. It also holds the sweep step every write runs first (dead
+owners' rows released, unclaimed reservations lapsed). `drivers.ledger.book.Ledger` builds on
+it; callers import from `drivers.ledger.book`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drivers.ledger.db import LedgerDb, patiently
+from drivers.ledger.rows import (
+    ALLOCATED,
+    COLUMNS,
+    ENDED_BEFORE_FREE,
+    FREEING,
+    FREEING_FROM,
+    GONE,
+    HOLDING,
+    IN_FLIGHT,
+    LAPSED,
+    NOT_ENDED,
+    ORPHANED,
+    RESERVED,
+    Allocation,
+    stamp,
+    summary_row,
+)
+from drivers.supervisor import procinfo
+from providers.core.errors import LedgerCorruptError, NotFoundError
+
+if TYPE_CHECKING:
+    from drivers.spec.types import Resources
+
+
+def sql_in(statuses: tuple[str, ...]) -> str:
+    """`('A', 'B')` for `status IN ...`: the status sets are named once, in ledger_rows."""
+    return "(" + ", ".join(f"'{s}'" for s in statuses) + ")"
+
+
+HOLDING_SQL = sql_in(HOLDING)
+# The rows that hold capacity, as one SQL condition: the holding statuses, less a FREEING row
+# whose workload had ended before `free` began (its note names the status it came from), so
+# freeing an expired or exited row never reads as usage meanwhile (a false "no capacity").
+HOLDS_SQL = (
+    f"(status IN {HOLDING_SQL} AND NOT (status = '{FREEING}' AND COALESCE(note, '') IN "
+    f"{sql_in(tuple(FREEING_FROM + s for s in ENDED_BEFORE_FREE))}))"
+)
+LOCAL_SETTLED_SQL = sql_in((ALLOCATED, FREEING, ORPHANED))  # ALLOCATING is checked by owner
+NOT_ENDED_SQL = sql_in(NOT_ENDED)
+EXPIRING_SQL = f"status IN {sql_in((ALLOCATED, GONE))} AND expires IS NOT NULL"
+
+# The reads every command makes, served by indexes of their own (named in the queries with
+# INDEXED BY: SQLite, with no statistics, would take the status index and then visit and sort
+# every live row). `status --json` reads the live rows' summaries from LIVE_INDEX alone, in
+# its order; the expiry check finds the due rows in EXPIRY_INDEX without visiting the others.
+# The live index's name says which set of statuses it covers: a ledger indexed by an older
+# shoal (without EXITED) gets the new one beside it, never a query its index cannot serve.
+LIVE_INDEX = "allocations_live_2"
+EXPIRY_INDEX = "allocations_expiry"
+INDEXES = {
+    LIVE_INDEX: "ON allocations(created, id, driver, status, cpu, ram, expires, updated, note) "
+    f"WHERE status IN {NOT_ENDED_SQL}",
+    EXPIRY_INDEX: f"ON allocations(expires) WHERE {EXPIRING_SQL}",
+}
+
+
+OBSOLETE_INDEXES = ("allocations_live",)  # the live index before EXITED
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LedgerStore:
+    def __init__(self, path: Path, clock: Callable[[], datetime] = _now) -> None:
+        """Reads of a ledger that does not exist see it empty; the first write creates it.
+        `clock` tells the time for windows, reservations and rows (tests move it)."""
+        self._db = LedgerDb(path, INDEXES, OBSOLETE_INDEXES)
+        self.clock = clock
+        self._ring_pending = False
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; waiters are rung after it commits if it freed capacity."""
+        self._ring_pending = False
+        with self._db.transaction() as conn:
+            yield conn
+        if self._ring_pending:
+            self._ring_pending = False
+            self.ring_waiters()
+
+    def data_version(self) -> int:
+        return self._db.data_version()
+
+    @property
+    def path(self) -> Path:
+        return self._db.path
+
+    @property
+    def exists(self) -> bool:
+        return self._db.exists
+
+    def close(self) -> None:
+        self._db.close()
+
+    def ring_waiters(self) -> None:
+        """Wake the waiters after a write freed capacity (drivers.ledger.waiters serves them)."""
+        raise NotImplementedError
+
+    # -- orphans -------------------------------------------------------------------------
+
+    def _sweep(self, conn: sqlite3.Connection, now: str) -> None:
+        lapsed = conn.execute(
+            "UPDATE allocations SET status=?, updated=?, note='not claimed by ' || claim_by || "
+            "'; its capacity was freed' WHERE status=? AND claim_by <= ?",
+            (LAPSED, now, RESERVED, now),
+        ).rowcount
+        if lapsed:
+            self._ring_pending = True
+        rows = conn.execute(
+            "SELECT id, owner_pid, owner_start, status, note FROM allocations "
+            f"WHERE status IN {sql_in(IN_FLIGHT)}"
+        ).fetchall()
+        for row_id, pid, started, status, note in rows:
+            if pid is not None and procinfo.is_alive(pid, started):
+                continue
+            # An interrupted allocate may hold a workload (cleaned up as ORPHANED); an
+            # interrupted free goes back to what its note says it was (ALLOCATED, ORPHANED,
+            # GONE, EXPIRED, EXITED), or what its workload's supervisor found meanwhile: an
+            # end (drivers.supervisor.supervise.record_end), never an ALLOCATED that nothing uses.
+            new_status = ORPHANED
+            if status == FREEING:
+                before = (note or "").removeprefix(FREEING_FROM)
+                restorable = (ALLOCATED, ORPHANED, *ENDED_BEFORE_FREE)
+                new_status = before if before in restorable else ALLOCATED
+            conn.execute(
+                "UPDATE allocations SET status=?, updated=?, owner_pid=NULL, owner_start=NULL, "
+                "note=? WHERE id=?",
+                (new_status, now, f"owner process {pid} died during {status.lower()}", row_id),
+            )
+
+    # -- usage ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _usage(conn: sqlite3.Connection, remote_driver: str | None = None) -> Resources:
+        """What local drivers hold of this node; for a remote driver, what it holds itself."""
+        from drivers.spec.types import Resources
+
+        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
+        cpu, ram, count, multi, cpu_ob, ram_ob = conn.execute(
+            "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
+            "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
+            "COALESCE(MIN(ram_overbook), 0) FROM allocations "
+            f"WHERE {HOLDS_SQL} AND {scope}",
+            () if remote_driver is None else (remote_driver,),
+        ).fetchone()
+        if count == 0:
+            return Resources()
+        return Resources(
+            cpu=cpu,
+            ram=ram,
+            multitenancy=bool(multi),
+            cpu_overbook=bool(cpu_ob),
+            ram_overbook=bool(ram_ob),
+        )
+
+    def node_usage(self, remote_driver: str | None = None) -> Resources:
+        if not self.exists:
+            from drivers.spec.types import Resources
+
+            return Resources()
+        try:
+            return patiently(lambda: self._usage(self._db.conn(), remote_driver))
+        except sqlite3.Error as exc:
+            raise self._db.failure(exc) from None
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, alloc_id: str) -> Allocation:
+        rows = self._db.query(f"SELECT {COLUMNS} FROM allocations WHERE id=?", (alloc_id,))
+        if not rows:
+            raise NotFoundError(f"no allocation {alloc_id!r}; `shoal status` lists them")
+        return Allocation.from_row(rows[0])
+
+    def with_status(self, *statuses: str) -> list[Allocation]:
+        marks = ", ".join("?" * len(statuses))
+        rows = self._db.query(
+            f"SELECT {COLUMNS} FROM allocations WHERE status IN ({marks}) ORDER BY created",
+            statuses,
+        )
+        return [Allocation.from_row(r) for r in rows]
+
+    def expired(self, now: datetime) -> list[Allocation]:
+        rows = self._db.query(
+            f"SELECT {COLUMNS} FROM allocations {self._db.indexed_by(EXPIRY_INDEX)} "
+            f"WHERE {EXPIRING_SQL} AND expires <= ? ORDER BY expires",
+            (stamp(now),),
+        )
+        return [Allocation.from_row(r) for r in rows]
+
+    def _listed(self, include_ended: bool) -> str:
+        """FROM and WHERE of the `status` list: every row, or the live ones (their index)."""
+        if include_ended:
+            return "FROM allocations"
+        return f"FROM allocations {self._db.indexed_by(LIVE_INDEX)} WHERE status IN {NOT_ENDED_SQL}"
+
+    def summaries(self, *, include_ended: bool) -> list[dict[str, Any]]:
+        rows = self._db.query(
+            "SELECT id, driver, status, cpu, ram, created, expires, updated, note "
+            f"{self._listed(include_ended)} ORDER BY created"
+        )
+        return [summary_row(r) for r in rows]
+
+    def summaries_json(self, *, include_ended: bool) -> list[str]:
+        """The same rows as `summaries`, each already JSON text, built by SQLite itself.
+
+        Listing 10,000 allocations then costs what SQLite costs, not a Python dict and a
+        json.dumps per row; without SQLite's JSON functions it falls back to Python.
+        """
+        try:
+            return self._db.column(
+                "SELECT json_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, "
+                "'ram', ram, 'created', created, 'expires', expires, 'updated', updated, "
+                f"'note', note) {self._listed(include_ended)} ORDER BY created"
+            )
+        except LedgerCorruptError as exc:
+            if "json_object" not in str(exc):
+                raise
+            return [json.dumps(row) for row in self.summaries(include_ended=include_ended)]

@@ -1,0 +1,269 @@
+"""The ledger's time axis: reservations and what holds capacity over a window.
+
+`LedgerWindows` turns the rows into spans over time (drivers.ledger.timeline): allocations until
+their expiry, `RESERVED` rows (`alloc --at`) over their windows. It answers what fits over
+a window, when capacity comes back, which reservations are still to be claimed, and claims
+one (RESERVED -> ALLOCATING). Part of `drivers.ledger.book.Ledger`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from drivers.ledger.db import patiently
+from drivers.ledger.rows import (
+    ALLOCATING,
+    FREED,
+    LAPSED,
+    RESERVED,
+    Allocation,
+    stamp,
+    unstamp,
+)
+from drivers.ledger.store import HOLDS_SQL, LOCAL_SETTLED_SQL, LedgerStore
+from drivers.supervisor import procinfo
+from providers.core.usage import AllocationUsage
+
+if TYPE_CHECKING:
+    from drivers.ledger.timeline import Fit, Span
+    from drivers.spec.types import Resources
+
+CANCELLED = "reservation cancelled"  # the note of a reservation `free` cancelled
+
+
+class LedgerWindows(LedgerStore):
+    def active_local_usage(self) -> list[AllocationUsage]:
+        """Usage grouped by driver and expiry (SQLite sums; a big ledger stays cheap), then
+        the reservations still to be claimed (`starts` set: they hold from then)."""
+        settled = self._db.query(
+            "SELECT driver, SUM(cpu), SUM(ram), expires FROM allocations "
+            f"WHERE status IN {LOCAL_SETTLED_SQL} AND is_remote = 0 "
+            "GROUP BY driver, expires"
+        )
+        in_flight = self._db.query(
+            "SELECT driver, cpu, ram, expires, owner_pid, owner_start FROM allocations "
+            "WHERE status = 'ALLOCATING' AND is_remote = 0"
+        )
+        rows = [(d, c, r, e) for d, c, r, e in settled] + [
+            (d, c, r, e)
+            for d, c, r, e, pid, started in in_flight
+            # An allocation whose shoal died mid-way holds nothing, even before cleanup.
+            if pid is not None and procinfo.is_alive(pid, started)
+        ]
+        return [
+            AllocationUsage(driver=d, cpu=c, ram_gib=r, expires=unstamp(e) if e else None)
+            for d, c, r, e in rows
+        ] + self.reservations()
+
+    def reservations(self) -> list[AllocationUsage]:
+        """Local reservations still to be claimed, each holding from its window's start."""
+        rows = self._db.query(
+            "SELECT driver, cpu, ram, expires, starts, id FROM allocations "
+            "WHERE status=? AND is_remote = 0 AND claim_by > ? ORDER BY starts, id",
+            (RESERVED, stamp(self.clock())),
+        )
+        return [
+            AllocationUsage(
+                driver=d, cpu=c, ram_gib=r, expires=unstamp(e), starts=unstamp(st), label=i
+            )
+            for d, c, r, e, st, i in rows
+        ]
+
+    # -- windows -------------------------------------------------------------------------
+
+    def _spans(
+        self, conn: sqlite3.Connection, remote_driver: str | None, now: datetime
+    ) -> list[Span]:
+        """What holds capacity of this scope over time: allocations from now until their
+        expiry (overdue or without one: until freed), reservations over their windows."""
+        from drivers.ledger.timeline import Span
+
+        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
+        args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
+        spans: list[Span] = []
+        for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(
+            "SELECT expires, SUM(cpu), SUM(ram), COUNT(*), MIN(multitenancy), "
+            "MIN(cpu_overbook), MIN(ram_overbook), MIN(id) FROM allocations "
+            f"WHERE {HOLDS_SQL} AND {scope} GROUP BY expires",
+            args,
+        ):
+            end = unstamp(expires) if expires else None
+            spans.append(
+                Span(
+                    cpu=cpu, ram=ram, count=count, multitenancy=bool(multi),
+                    cpu_overbook=bool(cpu_ob), ram_overbook=bool(ram_ob),
+                    end=end if end is not None and end > now else None, label=first,
+                )
+            )  # fmt: skip
+        for row_id, starts, expires, cpu, ram, multi, cpu_ob, ram_ob in conn.execute(
+            "SELECT id, starts, expires, cpu, ram, multitenancy, cpu_overbook, ram_overbook "
+            f"FROM allocations WHERE status=? AND claim_by > ? AND {scope}",
+            (RESERVED, stamp(now), *args),
+        ):
+            spans.append(
+                Span(
+                    cpu=cpu, ram=ram, multitenancy=bool(multi), cpu_overbook=bool(cpu_ob),
+                    ram_overbook=bool(ram_ob), start=unstamp(starts), end=unstamp(expires),
+                    label=row_id, reserved=True,
+                )
+            )  # fmt: skip
+        return spans
+
+    def fit_window(
+        self,
+        fits: Callable[[Resources], int],
+        *,
+        remote_driver: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> Fit:
+        """How many fit over [start, end) (default: from now, until freed), counting the
+        reservations that overlap it; nothing is written."""
+        from drivers.ledger.timeline import window_fit
+
+        now = self.clock()
+        begin = start or now
+        if not self.exists:
+            return window_fit([], begin, end, fits)
+        try:
+            spans = patiently(lambda: self._spans(self._db.conn(), remote_driver, now))
+        except sqlite3.Error as exc:
+            raise self._db.failure(exc) from None
+        return window_fit(spans, begin, end, fits)
+
+    def expected_back(
+        self, fits: Callable[[Resources], int], life: timedelta | None
+    ) -> tuple[datetime, str] | None:
+        """When a request of this lifetime next fits as local holdings end, and what ends."""
+        from drivers.ledger.timeline import next_fit
+
+        if not self.exists:
+            return None
+        now = self.clock()
+        try:
+            spans = patiently(lambda: self._spans(self._db.conn(), None, now))
+        except sqlite3.Error as exc:
+            raise self._db.failure(exc) from None
+        return next_fit(spans, now, life, fits)
+
+    def next_release(self) -> datetime | None:
+        """The next time capacity comes back with nobody writing: an allocation's expiry or
+        a reservation's claim deadline."""
+        now = stamp(self.clock())
+        rows = self._db.query(
+            "SELECT MIN(t) FROM (SELECT MIN(expires) AS t FROM allocations WHERE "
+            f"{HOLDS_SQL} AND expires > ? UNION ALL SELECT MIN(claim_by) FROM allocations "
+            "WHERE status=? AND claim_by > ?)",
+            (now, RESERVED, now),
+        )
+        return unstamp(rows[0][0]) if rows and rows[0][0] else None
+
+    # -- reservations ----------------------------------------------------------------------
+
+    def claim(
+        self,
+        alloc_id: str,
+        definition: dict[str, Any],
+        metadata: dict[str, Any],
+        fits: Callable[[Resources], int] | None = None,
+    ) -> Allocation:
+        """RESERVED -> ALLOCATING for this shoal, from its window's start until it lapses; the
+        definition and metadata become the claim's. Anything else is refused with what the
+        row is. With `fits` (the driver's check for its definition), a claim whose room is
+        still held by allocations past their lifetime (still stopping) is refused (75)
+        until they have ended."""
+        pid, started = procinfo.self_identity()
+        with self._write() as conn:
+            now = stamp(self.clock())
+            self._sweep(conn, now)  # a reservation past its claim deadline lapses first
+            if fits is not None:
+                held_by = self._in_the_way(conn, alloc_id, fits)
+                if held_by:
+                    raise self.still_held(alloc_id, held_by)
+            moved = conn.execute(
+                "UPDATE allocations SET status=?, updated=?, definition=?, metadata=?, "
+                "owner_pid=?, owner_start=?, note=? "
+                "WHERE id=? AND status=? AND starts <= ? AND claim_by > ?",
+                (ALLOCATING, now, json.dumps(definition), json.dumps(metadata), pid, started,
+                 "claimed reservation", alloc_id, RESERVED, now, now),
+            ).rowcount  # fmt: skip
+        if not moved:
+            raise self.unclaimable(self.get(alloc_id))
+        return self.get(alloc_id)
+
+    def in_the_way(self, alloc_id: str, fits: Callable[[Resources], int]) -> list[str]:
+        """The allocations past their lifetime that still hold a reservation's room (their
+        workloads are being stopped): its claim waits for them (a read)."""
+        if not self.exists:
+            return []
+        try:
+            return patiently(lambda: self._in_the_way(self._db.conn(), alloc_id, fits))
+        except sqlite3.Error as exc:
+            raise self._db.failure(exc) from None
+
+    def _in_the_way(
+        self, conn: sqlite3.Connection, alloc_id: str, fits: Callable[[Resources], int]
+    ) -> list[str]:
+        """A reservation's room is booked beside everything that holds capacity during its
+        window; what it was not booked beside is what should have ended by its start:
+        allocations past their lifetime. While such an allocation still holds (its workload
+        in its SIGTERM grace, a `free` still stopping it) and the booked room does not fit
+        beside it, the claim would run two workloads on one room."""
+        from drivers.ledger.timeline import usage_at
+
+        now = self.clock()
+        overdue = [
+            str(row[0])
+            for row in conn.execute(
+                f"SELECT id FROM allocations WHERE {HOLDS_SQL} AND is_remote = 0 "
+                "AND expires IS NOT NULL AND expires <= ? ORDER BY expires, id",
+                (stamp(now),),
+            )
+        ]
+        if not overdue:
+            return []
+        others = [
+            span
+            for span in self._spans(conn, None, now)
+            if not (span.reserved and span.label == alloc_id)
+        ]
+        return [] if fits(usage_at(others, now)) >= 1 else overdue
+
+    def still_held(self, alloc_id: str, held_by: list[str]) -> Exception:
+        from providers.core.errors import NoCapacityError
+
+        names = ", ".join(held_by[:3])
+        if len(held_by) > 3:
+            names += f" and {len(held_by) - 3} more"
+        return NoCapacityError(
+            f"reservation {alloc_id}: its room is still held by {names}, past its lifetime and "
+            "being stopped; claim it once that has ended (--wait waits for it)"
+        )
+
+    def unclaimable(self, row: Allocation) -> Exception:
+        """Why `alloc --reservation` cannot claim this row now."""
+        from providers.core.errors import RetryableError, UsageError
+        from providers.core.timeutil import human_duration
+        from providers.core.wire import format_time
+
+        if row.status == RESERVED and row.starts:
+            begins = unstamp(row.starts)
+            return RetryableError(
+                f"reservation {row.id} starts at {format_time(begins)} (in "
+                f"{human_duration(begins - self.clock(), style='span')}); claim it from then "
+                "(--wait waits)"
+            )
+        if row.status == LAPSED:
+            return UsageError(f"reservation {row.id} lapsed: {row.note}; book another")
+        if row.starts and row.status == FREED and row.note == CANCELLED:
+            return UsageError(f"reservation {row.id} was cancelled ({row.updated}); book another")
+        if row.starts:
+            return UsageError(f"reservation {row.id} was already claimed (it is {row.status})")
+        return UsageError(
+            f"{row.id} is an allocation ({row.status}), not a reservation; reservations are "
+            "RESERVED in `shoal status`"
+        )

@@ -1,0 +1,206 @@
+"""The status use cases: one allocation checked against its driver (drift recorded),
+listing the ledger's allocations (`Listing`: filter and order), a shared backend's list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from drivers.ledger import book as L
+from drivers.ledger.book import Allocation
+from drivers.service.context import Drivers, capacity, describe, resource_of
+from drivers.service.recovery import recover
+from drivers.spec.views import StatusView, Summary
+from providers.core.errors import LedgerWriteError, ShoalError, UsageError
+from providers.core.wire import from_wire
+
+if TYPE_CHECKING:
+    # Driver code, types and the registry are imported where used: `status` listing a
+    # large ledger should not pay for them (cold start).
+    from drivers.spec.base import ResourceDriver
+
+
+def status(ctx: Drivers, alloc_id: str) -> StatusView:
+    from drivers.spec.types import STATUS_ALLOCATED, STATUS_NONE
+
+    recover(ctx)
+    row = ctx.ledger.get(alloc_id)
+    view = describe(row)
+    if row.status not in (L.ALLOCATED, L.GONE, L.EXPIRED, L.EXITED):
+        return StatusView(view, detail=_recorded_outcome(row))
+    driver = ctx.driver(row.driver)
+    try:
+        seen = driver.status(resource_of(row))
+    except ShoalError as exc:
+        return StatusView(view, "ERROR", f"driver could not report status: {exc}")
+    detail = _detail(driver, row)
+    if row.status in (L.EXPIRED, L.EXITED):
+        drift = None
+        if seen == STATUS_ALLOCATED:
+            drift = (
+                f"ledger says {row.status} but the driver reports it running; "
+                f"`shoal free {row.id}` ends it"
+            )
+        return StatusView(view, seen, drift, detail)
+    if row.status == L.ALLOCATED and seen == STATUS_NONE:
+        ended = _ended_by_itself(detail)
+        try:
+            if ended is not None:
+                # Its supervisor could not record it (killed, or none for this driver): a
+                # normal end all the same.
+                from drivers.supervisor.supervise import exit_note
+
+                note = exit_note(ended)
+                moved = ctx.ledger.set_status(
+                    row.id, L.EXITED, note=note, expect=(L.ALLOCATED,),
+                    state=_with_outcome(row, ended),
+                )  # fmt: skip
+                if moved:
+                    view = replace(view, status=L.EXITED, note=note)
+                return StatusView(view, seen, None, detail)
+            ctx.ledger.set_status(row.id, L.GONE, note="driver reports NONE", expect=(L.ALLOCATED,))
+        except LedgerWriteError as exc:
+            drift = f"ledger says ALLOCATED but the driver reports NONE; not recorded: {exc}"
+            return StatusView(view, seen, drift, detail)
+        drift = "ledger said ALLOCATED but the driver reports NONE; marked GONE"
+        return StatusView(replace(view, status=L.GONE), seen, drift, detail)
+    if row.status == L.GONE and seen == STATUS_ALLOCATED:
+        from drivers.spec.types import LabelDefinition
+
+        definition = from_wire(LabelDefinition, row.definition, strict=False)
+        # Back only if it fits: others may have taken its place while it was gone.
+        if ctx.ledger.readmit(row.id, lambda usage: capacity(driver, usage, definition)):
+            drift = "ledger said GONE but the driver reports it again; marked ALLOCATED"
+            return StatusView(replace(view, status=L.ALLOCATED), seen, drift, detail)
+        drift = (
+            "ledger said GONE and the driver reports it again, but there is no capacity "
+            f"for it now; it stays GONE: `shoal free {row.id}` releases it"
+        )
+        return StatusView(view, seen, drift, detail)
+    return StatusView(view, seen, None, detail)
+
+
+def _ended_by_itself(detail: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The outcome of a workload that ended on its own, from a driver's description (process:
+    its supervisor's record; container: the engine's exit code); None when it did not say."""
+    if not detail or detail.get("state") != "exited" or detail.get("reason") == "expired":
+        return None
+    if detail.get("exit_code") is None and not detail.get("signal"):
+        return None
+    return {
+        "exit_code": detail.get("exit_code"),
+        "signal": detail.get("signal"),
+        "ended": detail.get("finished"),
+        "reason": detail.get("reason") or "exited",
+    }
+
+
+def _with_outcome(row: Allocation, outcome: dict[str, Any]) -> dict[str, Any] | None:
+    if row.state is None:
+        return None
+    meta = row.state.get("metadata")
+    return {
+        **row.state,
+        "metadata": {**(meta if isinstance(meta, dict) else {}), "outcome": outcome},
+    }
+
+
+def _recorded_outcome(row: Allocation) -> dict[str, Any] | None:
+    """How a freed workload ended, as `free` recorded it (drivers that keep an outcome)."""
+    meta = (row.state or {}).get("metadata")
+    outcome = meta.get("outcome") if isinstance(meta, dict) else None
+    return outcome if isinstance(outcome, dict) else None
+
+
+def _detail(driver: ResourceDriver, row: Allocation) -> dict[str, Any] | None:
+    """What the workload is doing, from drivers that can tell (kubernetes: phase, reason)."""
+    from drivers.spec.base import DescribesWorkload
+
+    if not isinstance(driver, DescribesWorkload):
+        return None
+    try:
+        return driver.describe(resource_of(row))
+    except ShoalError as exc:
+        return {"error": str(exc)}
+
+
+def remote_allocations(ctx: Drivers, driver_name: str) -> list[dict[str, Any]]:
+    """What a driver's shared backend holds for shoal, whichever machine made it (an
+    optional driver method beyond the spec: kubernetes pods and jobs, engine containers)."""
+    driver = ctx.driver(driver_name)
+    from drivers.spec.base import ListsRemote
+
+    if not isinstance(driver, ListsRemote):
+        raise UsageError(
+            f"driver {driver.name()} keeps no shared state to list; `shoal status` lists "
+            "this machine's allocations"
+        )
+    return list(driver.remote_allocations())
+
+
+SORT_KEYS = ("id", "driver", "status", "cpu", "ram", "created", "expires", "updated")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Which allocations `status` lists, and in what order."""
+
+    driver: str | None = None  # a driver (`test`) or an instance (`test/dev`)
+    statuses: tuple[str, ...] = ()  # upper case; any status when empty
+    sort: str | None = None  # a SORT_KEYS key, '-' first for descending
+
+    @classmethod
+    def parse(cls, driver: str | None, statuses: list[str] | None, sort: str | None) -> Listing:
+        wanted = tuple(
+            dict.fromkeys(s.strip().upper() for v in statuses or [] for s in v.split(",") if s)
+        )
+        unknown = [s for s in wanted if s not in L.ALL_STATUSES]
+        if unknown:
+            raise UsageError(
+                f"--status {unknown[0]}: not a status; use {', '.join(L.ALL_STATUSES)}"
+            )
+        if sort is not None and sort.lstrip("-") not in SORT_KEYS:
+            raise UsageError(f"--sort {sort!r}: use one of {', '.join(SORT_KEYS)}")
+        return cls(driver or None, wanted, sort)
+
+    def is_plain(self) -> bool:
+        return self.driver is None and not self.statuses and self.sort is None
+
+    def apply(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.driver:
+            exact = "/" in self.driver
+            rows = [
+                r
+                for r in rows
+                if (
+                    r["driver"] == self.driver
+                    if exact
+                    else r["driver"].split("/")[0] == self.driver
+                )
+            ]
+        if self.statuses:
+            rows = [r for r in rows if r["status"] in self.statuses]
+        if self.sort:
+            key = self.sort.lstrip("-")
+            present = [r for r in rows if r.get(key) is not None]
+            absent = [r for r in rows if r.get(key) is None]
+            present.sort(key=lambda r: r[key], reverse=self.sort.startswith("-"))
+            rows = present + absent  # unknowns last either way
+        return rows
+
+
+def list_allocations(
+    ctx: Drivers, *, include_ended: bool, listing: Listing | None = None
+) -> list[Summary]:
+    recover(ctx)
+    listing = listing or Listing()
+    # Naming a status asks for it whether or not it has ended.
+    rows = ctx.ledger.summaries(include_ended=include_ended or bool(listing.statuses))
+    return [Summary.from_json(r) for r in listing.apply(rows)]
+
+
+def list_allocations_json(ctx: Drivers, *, include_ended: bool) -> list[str]:
+    """Like list_allocations, each row as JSON text (fast for large ledgers)."""
+    recover(ctx)
+    return ctx.ledger.summaries_json(include_ended=include_ended)
