@@ -89,8 +89,6 @@ def pull(
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    from providers.core.timeutil import human_duration
-
     """Download, verify and unpack an image into OUT/NAME-VERSION/.
 
     The archive is streamed, checked against --sum and unpacked; NAME and VERSION come
@@ -141,6 +139,8 @@ def pull(
     checked = (
         f"verified {result.checksum}" if result.verified else f"{result.checksum} (unverified)"
     )
+    from providers.core.timeutil import human_duration
+
     output.message(
         f"pulled {image}: {output.human_bytes(got)} in {human_duration(took, style='clock')} "
         f"({output.rate(got, took)}), {checked}, unpacked "
