@@ -140,19 +140,19 @@ def _first_undecodable(args: Sequence[str]) -> str | None:
 # Each subcommand, declared once: name -> "module:function". Only the invoked one is
 # imported and converted by Typer, which keeps cold start flat as commands grow.
 COMMANDS: dict[str, str] = {
-    "regions": "cli.commands.catalog:regions",
-    "types": "cli.commands.catalog:types",
-    "resources": "cli.commands.catalog:resources",
-    "pricing": "cli.commands.catalog:pricing",
+    "regions": "cli.commands.regions:regions",
+    "types": "cli.commands.types:types",
+    "resources": "cli.commands.resources:resources",
+    "pricing": "cli.commands.pricing:pricing",
     "alloc": "cli.commands.alloc:alloc",
     "status": "cli.commands.status:status",
     "free": "cli.commands.free:free",
     "task": "cli.commands.task:task",
     "logs": "cli.commands.logs:logs",
-    "drivers": "cli.commands.driver_list:drivers",
+    "drivers": "cli.commands.drivers:drivers",
     "image": "cli.commands.image:app",
-    "catalog": "cli.commands.catalog_admin:app",
-    "config": "cli.commands.info:config",
+    "catalog": "cli.commands.catalog:app",
+    "config": "cli.commands.config:config",
 }
 _GLOBAL_VALUED = ("--home", "--config")
 

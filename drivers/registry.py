@@ -34,13 +34,13 @@ _REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
     {
         "aws": "drivers.aws.driver:AwsDriver",
         "container": "drivers.container.driver:ContainerDriver",
-        "docker": "drivers.container.driver:ContainerDriver",
-        "ec2": "drivers.aws.driver:AwsDriver",
         "kubernetes": "drivers.kubernetes.driver:KubernetesDriver",
-        "podman": "drivers.container.driver:ContainerDriver",
         "process": "drivers.process.driver:ProcessDriver",
         "test": "drivers.test.driver:TestDriver",
     },
+    # Other names users know them by: `--driver podman` is the container driver, its
+    # allocations are `container/...` and `status --driver container` finds them.
+    aliases={"docker": "container", "podman": "container", "ec2": "aws"},
 )
 DEFAULT_INSTANCE = "default"
 _INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -48,6 +48,24 @@ _INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 def register(name: str, factory: DriverFactory) -> None:
     _REGISTRY.register(name, factory)
+
+
+def canonical(requested: str) -> str:
+    """`podman` -> `container`, `ec2/dev` -> `aws/dev`: a driver's own name for an alias."""
+    kind, slash, instance = requested.partition("/")
+    return _REGISTRY.canonical(kind) + slash + instance
+
+
+def aliases_of(kind: str) -> list[str]:
+    return _REGISTRY.aliases_of(kind)
+
+
+def builtin_kinds(*, with_aliases: bool = False) -> list[str]:
+    """The drivers shoal ships, by their own names (and the aliases they answer to)."""
+    kinds = _REGISTRY.builtin_names()
+    if with_aliases:
+        kinds = sorted({*kinds, *(a for k in kinds for a in _REGISTRY.aliases_of(k))})
+    return kinds
 
 
 def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -60,7 +78,7 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
                 f'{where}: [drivers] {key!r} must be a table like [drivers."{key}/dev"]'
             )
         if "/" in key:
-            out[key] = value
+            _add(out, canonical(key), value, where)
             continue
         for instance, config in value.items():
             if not isinstance(config, dict):
@@ -68,7 +86,7 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
                     f"{where}: [drivers.{key}] holds {instance!r} = ...; put driver settings "
                     f'under an instance: [drivers."{key}/{DEFAULT_INSTANCE}"]'
                 )
-            out[f"{key}/{instance}"] = config
+            _add(out, canonical(f"{key}/{instance}"), config, where)
     builtins = set(_REGISTRY.builtin_names())
     for full, config in out.items():
         kind, _, instance = full.partition("/")
@@ -90,6 +108,15 @@ def _instances(settings: Settings) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _add(out: dict[str, dict[str, Any]], full: str, config: Any, where: str) -> None:
+    if full in out:
+        raise ConfigError(
+            f'{where}: [drivers."{full}"] is configured twice (under the driver\'s name and an '
+            "alias of it); keep one table"
+        )
+    out[full] = config
+
+
 def driver_list(settings: Settings) -> dict[str, dict[str, Any]]:
     """Every usable instance, `name/instance` -> config; built-ins get a `default` one."""
     configured = _instances(settings)
@@ -104,6 +131,7 @@ def driver_list(settings: Settings) -> dict[str, dict[str, Any]]:
 def resolve(settings: Settings, requested: str) -> tuple[str, dict[str, Any]]:
     """`test` -> `test/default` (or its only instance); `test/dev` must be listed."""
     listed = driver_list(settings)
+    requested = canonical(requested)
     if "/" in requested:
         if requested in listed:
             return requested, listed[requested]

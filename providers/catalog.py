@@ -78,6 +78,11 @@ def provider_names() -> list[str]:
     return _REGISTRY.names()
 
 
+def builtin_provider_names() -> list[str]:
+    """The providers shoal ships (what generated completion scripts offer)."""
+    return _REGISTRY.builtin_names()
+
+
 def new_catalog(provider: str, settings: Settings | None = None) -> Catalog:
     """Build the catalog for `provider` from settings (default: from the environment)."""
     factory = _REGISTRY.get(provider)

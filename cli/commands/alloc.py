@@ -10,9 +10,9 @@ import typer
 
 from cli import output
 from cli.commands.alloc_definition import build_definition, parse_pairs
-from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
+from cli.commands.options import JsonOpt, OutputOpt
 from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 

@@ -5,9 +5,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt, OutputOpt
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
+from cli.commands.options import JsonOpt, OutputOpt
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, OutputOpt
 from cli.state import state
 from providers.core.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 

@@ -79,13 +79,13 @@ def _is_path(param: Any) -> bool:
 def _option_values(option: Any) -> tuple[list[str], str | None]:
     from cli.output import FORMATS
     from drivers.ledger.book import ALL_STATUSES
-    from drivers.registry import _REGISTRY as DRIVERS
-    from providers.catalog import _REGISTRY as PROVIDERS
+    from drivers.registry import builtin_kinds
+    from providers.catalog import builtin_provider_names
 
     if "--provider" in option.opts:
-        return PROVIDERS.builtin_names(), None
+        return builtin_provider_names(), None
     if "--driver" in option.opts or option.metavar == "DRIVER":
-        return DRIVERS.builtin_names(), "drivers"
+        return builtin_kinds(with_aliases=True), "drivers"
     if option.metavar == "FORMAT":
         # The formats this option's help names: `task` takes json or yaml, the rest all four.
         return [f for f in FORMATS if re.search(rf"\b{f}\b", option.help or "")], None

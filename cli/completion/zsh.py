@@ -99,16 +99,17 @@ def _zsh_describe(tag: str, cmds: list[Cmd], indent: str) -> list[str]:
 
 def script() -> str:
     globals_, commands = command_tree()
-    from drivers.registry import _REGISTRY as DRIVERS
+    from drivers.registry import builtin_kinds
 
     root = Cmd("", "", globals_)
+    kinds = " ".join(builtin_kinds(with_aliases=True))
     lines = [
         "#compdef shoal",
         f"# {HEADER.format(shell='zsh')}",
         _ZSH_VALUES,
         "_shoal_drivers() {",
         "    local -a drivers expl",
-        f'    drivers=({" ".join(DRIVERS.builtin_names())} ${{(f)"$(_shoal_values drivers)"}})',
+        f'    drivers=({kinds} ${{(f)"$(_shoal_values drivers)"}})',
         "    _wanted drivers expl 'driver' compadd -a drivers",
         "}",
         "_shoal() {",

@@ -169,14 +169,19 @@ class Listing:
 
     def apply(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.driver:
-            exact = "/" in self.driver
+            from drivers.registry import canonical
+
+            # By the driver's own name: `container` finds what `--driver podman` made, and
+            # what an older shoal recorded under an alias (`podman/default`).
+            wanted = canonical(self.driver)
+            exact = "/" in wanted
             rows = [
                 r
                 for r in rows
                 if (
-                    r["driver"] == self.driver
+                    canonical(r["driver"]) == wanted
                     if exact
-                    else r["driver"].split("/")[0] == self.driver
+                    else canonical(r["driver"]).split("/")[0] == wanted
                 )
             ]
         if self.statuses:

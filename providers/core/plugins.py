@@ -25,11 +25,30 @@ def import_string(target: str) -> Any:
 
 
 class LazyRegistry(Generic[F]):
-    def __init__(self, kind: str, group: str, builtins: dict[str, str]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        builtins: dict[str, str],
+        aliases: dict[str, str] | None = None,
+    ) -> None:
+        """`aliases`: other names a built-in answers to (alias -> canonical name), as
+        SkyPilot's registry keeps them: one entry, listed once, found by either name."""
         self.kind = kind
         self.group = group
         self._builtins = dict(builtins)
+        self._aliases = dict(aliases or {})
+        unknown = [a for a, c in self._aliases.items() if c not in self._builtins]
+        if unknown:  # a typo in the table itself, found by the first test that loads it
+            raise ValueError(f"aliases of no built-in {kind}: {', '.join(unknown)}")
         self._registered: dict[str, F] = {}
+
+    def canonical(self, name: str) -> str:
+        """The name an alias stands for (a canonical name is its own)."""
+        return self._aliases.get(name, name)
+
+    def aliases_of(self, name: str) -> list[str]:
+        return sorted(a for a, c in self._aliases.items() if c == name)
 
     def register(self, name: str, factory: F) -> None:
         self._registered[name] = factory
@@ -46,9 +65,13 @@ class LazyRegistry(Generic[F]):
             return {}
 
     def names(self) -> list[str]:
-        return sorted({*self._builtins, *self._registered, *self._entry_points()})
+        """Every name that resolves: canonical, aliases, registered, entry points."""
+        found = {*self._builtins, *self._aliases, *self._registered, *self._entry_points()}
+        return sorted(found)
 
     def get(self, name: str) -> F:
+        if name not in self._registered:
+            name = self.canonical(name)
         if name in self._registered:
             return self._registered[name]
         if name in self._builtins:

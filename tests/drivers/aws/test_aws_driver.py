@@ -284,7 +284,8 @@ def test_the_ec2_alias_and_the_config_of_an_instance(
     )
     run = cli("alloc", "--driver", "ec2", *SMALL.split(), "--json", env={**env, "AWS_REGION": EU})
     made = ok(run).json()
-    assert made["driver"] == "ec2/ci" and made["resource"]["metadata"]["region"] == US
+    # An alias is the driver: its table and its allocations are aws's.
+    assert made["driver"] == "aws/ci" and made["resource"]["metadata"]["region"] == US
     seen = by_allocation(moto_base, made["id"])
     assert seen["subnet"] == subnet and seen["tags"]["team"] == "infra"
     (sent,) = aws.requests("RunInstances")

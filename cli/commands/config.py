@@ -3,7 +3,7 @@
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, OutputOpt
 from cli.state import state
 
 

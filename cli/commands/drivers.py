@@ -5,7 +5,7 @@ import json
 import typer
 
 from cli import output
-from cli.commands.catalog import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, OutputOpt
 from cli.state import state
 
 
@@ -13,7 +13,8 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
     """List the driver instances (name/instance) to allocate on.
 
     Instances come from the config's [drivers] tables; a built-in driver with none
-    configured has one called default. --driver takes either form (test, test/dev).
+    configured has one called default. --driver takes either form (test, test/dev), and
+    a driver's aliases (podman and docker are the container driver, ec2 is aws).
 
     \b
     Examples:
@@ -21,7 +22,7 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
       shoal --config ./ci.toml drivers --json
     """
     as_json = output.select(as_json, output_format)
-    from drivers.registry import driver_list
+    from drivers.registry import aliases_of, driver_list
     from providers.core.errors import is_secret_name
 
     # A token or password in a driver's table is configuration, not output.
@@ -29,11 +30,20 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
         name: {k: "(hidden)" if is_secret_name(k) else v for k, v in cfg.items()}
         for name, cfg in driver_list(state(ctx).settings()).items()
     }
+    aliases = {name: aliases_of(name.partition("/")[0]) for name in listed}
     if as_json:
-        output.emit_json([{"name": name, "config": cfg} for name, cfg in listed.items()])
+        output.emit_json(
+            [
+                {"name": name, "aliases": aliases[name], "config": cfg}
+                for name, cfg in listed.items()
+            ]
+        )
         return
     output.table(
         "drivers",
-        ["Driver", "Config"],
-        [[n, json.dumps(c) if c else None] for n, c in listed.items()],
+        ["Driver", "Aliases", "Config"],
+        [
+            [n, ", ".join(aliases[n]) or None, json.dumps(c) if c else None]
+            for n, c in listed.items()
+        ],
     )
