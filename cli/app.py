@@ -123,6 +123,10 @@ def _interrupted(exc: BaseException) -> bool:
     while current is not None and id(current) not in seen:
         if isinstance(current, KeyboardInterrupt):
             return True
+        # pydantic-core builds a validator partly by calling back into Python; a Ctrl-C
+        # there comes out as its SchemaError, which names the interrupt only in its text.
+        if type(current).__name__ == "SchemaError" and "KeyboardInterrupt" in str(current):
+            return True
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False

@@ -19,20 +19,53 @@ def main() -> None:
         from cli.app import build_app
 
         build_app(sys.argv[1:])(prog_name="shoal")
-    except SystemExit:
+    except SystemExit as done:
         _settle()
+        _leave_workers(done.code)
         raise
     except BaseException as exc:
         decided = _decided(exc)
         if decided is not None:  # a Ctrl-C that came as the command was exiting
             _settle()
+            _leave_workers(decided.code)
             raise decided from None
         if not _interrupted(exc):
             raise
         _settle()
         sys.stderr.write("shoal: error: interrupted\n")
+        _leave_workers(INTERRUPTED)
         raise SystemExit(INTERRUPTED) from None
     _settle()
+    _leave_workers(0)
+
+
+def _leave_workers(code: object) -> None:
+    """Exit at once, without the interpreter's teardown, when a worker thread is still at
+    work: a request left behind by Ctrl-C (aws: RunInstances on its thread, its outcome
+    settled by the launch-in-doubt recovery). Teardown would end that thread mid-call, which
+    on some stacks aborts the process (glibc's "FATAL: exception not rethrown", exit -6)
+    instead of the exit the command chose. The outcome is printed and decided: flush, go."""
+    import threading
+
+    if threading.active_count() <= 1:
+        return
+    import os
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # no contextlib here: see the module's note
+            continue
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # SystemExit("message"): Python prints it and exits 1
+        sys.stderr.write(f"{code}\n")
+        sys.stderr.flush()
+        status = 1
+    os._exit(status)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

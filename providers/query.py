@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from providers.core.errors import ShoalError, UsageError
 
@@ -29,6 +29,15 @@ if TYPE_CHECKING:
     )
 
 OpenCatalog = Callable[[str], "Catalog"]
+
+
+@runtime_checkable
+class ChoosesRegions(Protocol):
+    """A catalog that decides which regions `--region` means itself (a cloud's: its
+    default region, the regions already cached, its region list; providers/cloud/catalog.py):
+    the query asks it once and then asks each region it named."""
+
+    def regions_for(self, asked: Sequence[str]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -115,14 +124,34 @@ def _options(region: RegionSpec | None, query: Query) -> ResourceListOptions:
 
 
 def chosen_regions(catalog: Catalog, names: Sequence[str]) -> list[RegionSpec | None]:
-    """None: the provider's default set; 'all': every region the provider lists."""
+    """The regions `--region` names: as a catalog that chooses its own decides them; else
+    None (the provider's default set), every region it lists ('all'), or the names given."""
     from providers.models import RegionSpec
 
+    if isinstance(catalog, ChoosesRegions):
+        return [RegionSpec(name=n) for n in catalog.regions_for(names)]
     if not names:
         return [None]
     if "all" in names:
         return list(catalog.list_regions())
     return [RegionSpec(name=n) for n in dict.fromkeys(names)]
+
+
+def _window_region(catalog: Catalog, names: Sequence[str]) -> RegionSpec | None:
+    """The one region a window is for. Counted on the flags: without --region it is the
+    provider's default (the catalog decides it, and says when that is more than one), and
+    one name goes to the catalog as given (its window method decides and checks it)."""
+    from providers.models import RegionSpec
+
+    if not names:
+        return None
+    if "all" in names:
+        chosen = chosen_regions(catalog, names)
+    else:
+        chosen = [RegionSpec(name=n) for n in dict.fromkeys(names)]
+    if len(chosen) != 1:
+        raise UsageError("a window (--start/--end) is for one region; give one --region")
+    return chosen[0]
 
 
 def regions(catalog: Catalog) -> list[RegionSpec]:
@@ -158,10 +187,8 @@ def resources(catalog: Catalog, query: Query) -> ResourcesAnswer:
 
     check_window(query.start, query.end)
     if query.windowed:
-        chosen = chosen_regions(catalog, query.regions)
-        if len(chosen) != 1:
-            raise UsageError("a window (--start/--end) is for one region; give one --region")
-        return ResourcesAnswer(window=catalog.list_resource_predictions(_options(chosen[0], query)))
+        region = _window_region(catalog, query.regions)
+        return ResourcesAnswer(window=catalog.list_resource_predictions(_options(region, query)))
     if isinstance(catalog, ResourcesInRegions):  # asks its regions at once
         return ResourcesAnswer(
             now=catalog.list_resources_in(list(query.regions), _options(None, query))
@@ -219,13 +246,11 @@ def pricing(providers: Sequence[str], open_catalog: OpenCatalog, query: Query) -
 def _pricing_of(
     catalog: Catalog, name: str, query: Query
 ) -> list[ResourcePricing] | dict[str, ResourcePricing]:
-    chosen = chosen_regions(catalog, query.regions)
     if query.windowed:
-        if len(chosen) != 1:
-            raise UsageError("a window (--start/--end) is for one region; give one --region")
-        return catalog.list_pricing_predictions(_options(chosen[0], query))
+        region = _window_region(catalog, query.regions)
+        return catalog.list_pricing_predictions(_options(region, query))
     out: list[ResourcePricing] = []
-    for region in chosen:
+    for region in chosen_regions(catalog, query.regions):
         for pricing in catalog.list_pricing(_options(region, query)):
             pricing.provider = pricing.provider or name
             out.append(pricing)

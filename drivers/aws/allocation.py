@@ -38,11 +38,10 @@ def request(
     driver: str,
 ) -> Request:
     from drivers.aws.userdata import user_data
-    from drivers.definitions.definition import expires_at
     from providers.core.wire import format_time
 
     opts = plan.opts
-    expires = expires_at(definition, plan.checked_at)
+    expires = definition.resources.expires  # the ledger row's, decided by the service
     if expires is not None and expires.microsecond:  # whole seconds, never before the ledger's
         expires = expires.replace(microsecond=0) + timedelta(seconds=1)
     # Metadata last: -o env cannot forge SHOAL_ALLOCATION_ID.

@@ -16,11 +16,11 @@ from drivers.spec.base import UNLIMITED
 from providers.core.errors import ShoalError
 
 if TYPE_CHECKING:
-    from drivers.aws.memo import Memo
     from drivers.aws.plan import Plan
     from providers.accounts.model import Market
     from providers.cloud.catalog import CloudCatalog
     from providers.core.settings import Settings
+    from providers.core.ttlcache import TtlCache
 
 
 def quota_count(
@@ -29,7 +29,7 @@ def quota_count(
     driver: str,
     account: str,
     catalog: CloudCatalog,
-    memo: Memo,
+    memo: TtlCache,
     settings: Settings,
     warn: Callable[[str], None],
 ) -> int:

@@ -57,10 +57,10 @@ from providers.core.http.policy import RetryPolicy
 from providers.core.settings import Settings
 
 if TYPE_CHECKING:
-    from drivers.aws.memo import Memo
     from drivers.aws.plan import Plan
     from providers.aws.credentials import AwsCredentials
     from providers.cloud.catalog import CloudCatalog
+    from providers.core.ttlcache import TtlCache
 
 DEFAULT_EC2_URL = "https://ec2.{region}.amazonaws.com"
 DEFAULT_SSM_URL = "https://ssm.{region}.amazonaws.com"
@@ -91,7 +91,7 @@ class AwsDriver:
         self._clients: dict[str, Ec2] = {}
         self._plans: dict[str, Plan] = {}
         self._catalog_made: CloudCatalog | None = None
-        self._memo_made: Memo | None = None
+        self._memo_made: TtlCache | None = None
         self._warned: set[str] = set()
         launches = Launches(settings.paths.state_dir / FOLDER)
         self._instances = Instances(launches, lambda text: settings.warn(f"{full_name}: {text}"))
@@ -168,11 +168,13 @@ class AwsDriver:
             self._catalog_made = made
         return self._catalog_made
 
-    def _memo(self) -> Memo:
+    def _memo(self) -> TtlCache:
+        """What the driver remembers between runs (instance shapes, the regions that offer
+        them, an account's quota API found unavailable)."""
         if self._memo_made is None:
-            from drivers.aws.memo import Memo
+            from providers.core.ttlcache import TtlCache
 
-            self._memo_made = Memo(self._settings.paths.cache_dir / "aws-driver.json")
+            self._memo_made = TtlCache(self._settings.paths.cache_dir / "aws-driver.json")
         return self._memo_made
 
     def _warn_once(self, text: str) -> None:
@@ -222,11 +224,7 @@ class AwsDriver:
         snapshot from the catalog cache, fetched again once older than the quota TTL or once
         this driver launched or ended an instance there). Quotas that cannot be read are not
         a refusal: unlimited, with a note."""
-        from providers.core.timeutil import utcnow
-
-        started = utcnow()
         plan = self._plan(req)
-        plan.checked_at = started
         if not self.cfg.check_quotas:
             plan.capacity = {"checked": False, "note": "check_quotas is off"}
             return UNLIMITED

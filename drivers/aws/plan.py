@@ -10,21 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from drivers.aws import choice
 from drivers.aws.config import _AMI, AwsConfig, AwsOptions
 from drivers.aws.ec2 import ApiError, Ec2, TypeShape, _arch
-from drivers.aws.memo import DAY
 from drivers.definitions.options import parse_options
 from providers.core.errors import ShoalError, UsageError, is_secret_name
 
 if TYPE_CHECKING:
     from drivers.aws.choice import Choice
-    from drivers.aws.memo import Memo
     from drivers.spec.types import LabelDefinition
     from providers.cloud.catalog import CloudCatalog
+    from providers.core.ttlcache import TtlCache
     from providers.models import ResourcePricing
 
 SECRET_FIX = (
@@ -32,6 +30,7 @@ SECRET_FIX = (
     "process on it; give the instance a role (instance_profile) and read secrets at boot "
     "(e.g. from SSM Parameter Store)"
 )
+SHAPE_TTL_SECONDS = 24 * 3600.0  # what EC2 says of a type and where it is offered: rarely changes
 
 
 @dataclass
@@ -48,9 +47,6 @@ class Plan:
     spot: bool
     fallback: str
     capacity: dict[str, Any] = field(default_factory=dict)
-    # When its capacity was last checked: the service computed the allocation's expiry just
-    # before, so the instance's lifetime starts then too (not after the checks it waited on).
-    checked_at: datetime | None = None
 
 
 def options(definition: LabelDefinition, cfg: AwsConfig, driver: str) -> AwsOptions:
@@ -94,7 +90,7 @@ def make_plan(
     cfg: AwsConfig,
     driver: str,
     catalog: Callable[[], CloudCatalog],
-    memo: Memo,
+    memo: TtlCache,
 ) -> Plan:
     """The plan in `ec2`'s region. `catalog` is called only once the image is known good:
     a definition at fault is told so before the price catalog is opened."""
@@ -183,7 +179,7 @@ def pricing(catalog: CloudCatalog, region: str, driver: str) -> ResourcePricing:
 
 
 def named_types(
-    ec2: Ec2, names: Sequence[str], catalog: CloudCatalog, memo: Memo
+    ec2: Ec2, names: Sequence[str], catalog: CloudCatalog, memo: TtlCache
 ) -> tuple[dict[str, TypeShape], dict[str, tuple[float | None, float | None]]]:
     """Shapes and (on-demand, spot) prices of the types `-o instance_type` names: from the
     region's cached price catalog when it lists them, else from EC2 (DescribeInstanceTypes
@@ -229,8 +225,8 @@ def named_types(
                     "type or region (`shoal types -p aws -r REGION` lists them)"
                 )
             shapes[name] = found[name]
-            memo.put("shapes", name, found[name].to_json(), DAY)
-            memo.put("offered", f"{region}/{name}", True, DAY)
+            memo.put("shapes", name, found[name].to_json(), SHAPE_TTL_SECONDS)
+            memo.put("offered", f"{region}/{name}", True, SHAPE_TTL_SECONDS)
     return shapes, prices
 
 

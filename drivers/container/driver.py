@@ -11,8 +11,9 @@ and the node's usage (every local driver's) is subtracted, as the spec's local d
 a remote engine (DOCKER_HOST=tcp://...) is counted by its own holdings only.
 
 This module is the driver itself: config, definitions, capacity, allocate, status, finish,
-deallocate and the engine-wide listing. Images are in images.py; the deadline supervisor,
-outcomes and logs in outcome.py; the snapshot and export tasks in tasks.py.
+deallocate and the engine-wide listing. Images are in images.py; the deadline supervisor
+and outcomes in outcome.py; logs are the engine client's (engine.py); the snapshot and export
+tasks in tasks.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import json
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drivers.container import outcome
@@ -38,6 +38,7 @@ from drivers.spec.types import (
 )
 from providers.core.errors import NotFoundError, ShoalError, UsageError
 from providers.core.settings import Settings
+from providers.core.ttlcache import TtlCache
 
 if TYPE_CHECKING:
     from drivers.container.engine import Engine
@@ -59,38 +60,14 @@ def generated_mac() -> str:
 TOTALS_TTL_SECONDS = 300
 
 
-def _cached_totals(path: Path, address: str) -> tuple[int, int] | None:
-    import time
-
-    try:
-        entry = json.loads(path.read_text()).get(address)
-        if time.time() - float(entry["at"]) < TOTALS_TTL_SECONDS:
-            return int(entry["cpus"]), int(entry["ram_gib"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass
-    return None
-
-
-def _remember_totals(path: Path, address: str, totals: tuple[int, int]) -> None:
-    """Best effort (a cache): written whole through a temporary file, never half."""
-    import os
-    import tempfile
-    import time
-
-    try:
-        known = json.loads(path.read_text())
-        known = known if isinstance(known, dict) else {}
-    except (OSError, ValueError):
-        known = {}
-    known[address] = {"cpus": totals[0], "ram_gib": totals[1], "at": time.time()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".engines.", dir=path.parent)
-        with os.fdopen(fd, "w") as out:
-            json.dump(known, out)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+def _totals(kept: Any) -> tuple[int, int] | None:
+    """(CPUs, GiB) of a cache entry, None unless it has that shape."""
+    if not isinstance(kept, dict):
+        return None
+    cpus, ram = kept.get("cpus"), kept.get("ram_gib")
+    if type(cpus) is not int or type(ram) is not int:
+        return None
+    return cpus, ram
 
 
 class ContainerDriver:
@@ -158,12 +135,13 @@ class ContainerDriver:
         still proves the engine is there each time."""
         if self._totals is None:
             engine = self.engine()
-            cache = self._settings.paths.cache_dir / "container-engines.json"
-            totals = _cached_totals(cache, engine.address)
+            cache = TtlCache(self._settings.paths.cache_dir / "container-engines.json")
+            totals = _totals(cache.get("totals", engine.address))
             if totals is None:
                 info = engine.info()
                 totals = (int(info.get("NCPU") or 0), int(info.get("MemTotal") or 0) // 2**30)
-                _remember_totals(cache, engine.address, totals)
+                kept = {"cpus": totals[0], "ram_gib": totals[1]}
+                cache.put("totals", engine.address, kept, TOTALS_TTL_SECONDS)
             else:
                 engine.ping()
             self._totals = totals
@@ -212,9 +190,7 @@ class ContainerDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
-        from drivers.definitions.definition import expires_at
-
-        deadline = expires_at(definition)
+        deadline = definition.resources.expires  # the ledger row's, decided by the service
         opts = self._options(definition)
         engine = self.engine()
         grace = self.cfg.grace_seconds
@@ -321,7 +297,7 @@ class ContainerDriver:
     def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
         """The container's stdout and stderr as the engine keeps them, streamed; with
         `follow` until the container stops."""
-        yield from outcome.stream_logs(self.engine(res), self.cid(res), tail=tail, follow=follow)
+        yield from self.engine(res).log_stream(self.cid(res), tail=tail, follow=follow)
 
     def remote_allocations(self) -> list[dict[str, Any]]:
         """shoal's containers on the engine, made by any machine that uses it."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urlencode
 
-from drivers.container.engine_http import ProtocolError, Response, connect, send
+from drivers.container.engine_http import Cut, ProtocolError, Response, connect, send
 from providers.core.env import ENV_DOCKER_HOST
 from providers.core.errors import (
     CredentialsError,
@@ -56,7 +56,7 @@ _LIMITS = {"reason": 80, "message": 300, "error": 200}  # texts an engine sent, 
 OK = (200, 201, 204, 304)  # 304: started or stopped already
 # The policy's Kinds of failure (providers.core.http.policy.Kind, imported at a failure only;
 # a test holds these to it).
-_DROPPED, _BROKEN, _JSON = "dropped", "broken", "JSON"
+_DROPPED, _BROKEN, _JSON, _CUT = "dropped", "broken", "JSON", "cut"
 
 
 def engine_message(body: bytes, reason: str) -> tuple[str, str]:
@@ -164,10 +164,12 @@ class Engine:
         content: bytes | Iterable[bytes] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        endless: bool = False,
     ) -> Response:
         """Send one request; its answer, which the caller closes. `body` goes as JSON,
         `content` as it is (an iterator of bytes: chunked). Not reaching the engine, or no
-        answer in time, is the map's error."""
+        answer in time, is the map's error. `endless`: an answer that lasts as long as what
+        it follows (a followed log), waited for without a timeout once the request is sent."""
         target = API + quote(path, safe="/:@") + (f"?{urlencode(params)}" if params else "")
         sent = {"User-Agent": "shoal", **(headers or {})}
         if body is not None:
@@ -179,6 +181,10 @@ class Engine:
             raise self._broken(_kind(exc), exc, method, path) from None
         try:
             send(sock, method, target, sent, content)
+            if endless:
+                # Podman (4.3) sends a followed log's head with its first line: a quiet
+                # container's answer is as late as the container is quiet.
+                sock.settimeout(None)
             return Response(sock, method)
         except (OSError, ProtocolError) as exc:
             sock.close()
@@ -328,12 +334,38 @@ class Engine:
         self.request("DELETE", f"/containers/{cid}", params={"v": "1", "force": "1"})
 
     def logs(self, cid: str, lines: int = 20) -> str:
-        raw = self.request(
-            "GET",
-            f"/containers/{cid}/logs",
-            params={"stdout": "1", "stderr": "1", "tail": str(lines)},
-        ).content
-        return _demux(raw).decode("utf-8", "replace")
+        """The last `lines` lines of the container's stdout and stderr, read whole."""
+        raw = self.request("GET", f"/containers/{cid}/logs", params=_log_params(lines, False))
+        return b"".join(demux([raw.content])).decode("utf-8", "replace")
+
+    def log_stream(self, cid: str, *, tail: int | None, follow: bool) -> Iterator[bytes]:
+        """The container's stdout and stderr as the engine keeps them (its last `tail`
+        lines, all when None), demultiplexed as they arrive, 64 KiB at most a read; with
+        `follow` until the container stops. An engine that goes away mid-way is a stream
+        cut off (69); a body framed wrong, the engine's fault (1)."""
+        path = f"/containers/{cid}/logs"
+        response = self.open("GET", path, params=_log_params(tail, follow), endless=follow)
+        with contextlib.closing(response):
+            if response.status != 200:
+                raise self._refused(response, "GET", path)
+            yield from demux(self._pieces(response, "GET", path))
+
+    def _pieces(self, response: Response, method: str, path: str) -> Iterator[bytes]:
+        """An answer's body as it arrives, a bounded read at a time."""
+        while True:
+            try:
+                piece = response.read()
+            except TimeoutError as exc:
+                raise self._broken(_kind(exc), exc, method, path) from None
+            except (OSError, Cut) as exc:
+                said = str(exc) if isinstance(exc, Cut) else f"{type(exc).__name__}: {exc}"
+                error = f"the stream broke off ({said}); the engine or the connection went away"
+                raise self._fail(_CUT, method, path, error=error) from None
+            except ProtocolError as exc:
+                raise self._broken(_BROKEN, exc, method, path) from None
+            if not piece:
+                return
+            yield piece
 
     def commit(self, cid: str, repo: str, tag: str) -> str:
         # The body is the new image's config changes; Podman insists on one, even empty.
@@ -403,12 +435,47 @@ def _stream_errors(answer: Answer, what: str) -> None:
             raise ShoalError(f"container engine: image {what} failed: {detail}")
 
 
-def _demux(raw: bytes) -> bytes:
-    """Logs of a container without a TTY come in frames: 8-byte header, then the payload."""
-    out = bytearray()
-    pos = 0
-    while pos + 8 <= len(raw) and raw[pos] in (0, 1, 2) and raw[pos + 1 : pos + 4] == b"\0\0\0":
-        size = int.from_bytes(raw[pos + 4 : pos + 8], "big")
-        out += raw[pos + 8 : pos + 8 + size]
-        pos += 8 + size
-    return bytes(out) if pos else raw
+def _log_params(tail: int | None, follow: bool) -> dict[str, str]:
+    params = {"stdout": "1", "stderr": "1", "tail": "all" if tail is None else str(tail)}
+    if follow:
+        params["follow"] = "1"
+    return params
+
+
+def demux(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Docker's log stream of a container without a TTY, as it arrives in `chunks` (cut
+    anywhere): frames of an 8-byte header (the stream, 0, 1 or 2; three zero bytes; the
+    payload's size, big-endian) then the payload, whose bytes are yielded a chunk at a time.
+    A stream whose first 8 bytes are no such header passes as it is: a TTY's, which the
+    engine sends unframed. Between chunks it holds less than a header, whatever a frame's
+    size."""
+    framed: bool | None = None  # None: not known before the first 8 bytes
+    pending = b""  # the start of a header cut by the chunk's end
+    left = 0  # bytes of the current frame's payload still to come
+    for chunk in chunks:
+        if framed is False:
+            if chunk:
+                yield chunk
+            continue
+        data = pending + chunk if pending else chunk
+        pending, out, pos, view = b"", bytearray(), 0, memoryview(data)
+        while pos < len(data):
+            if left:
+                take = min(left, len(data) - pos)
+                out += view[pos : pos + take]
+                pos, left = pos + take, left - take
+            elif len(data) - pos < 8:
+                pending = data[pos:]
+                break
+            elif framed is None and not (data[0] in (0, 1, 2) and data[1:4] == b"\0\0\0"):
+                framed = False  # (pos is 0: nothing is read before the first header)
+                out += data
+                break
+            else:
+                framed = True
+                left = int.from_bytes(data[pos + 4 : pos + 8], "big")
+                pos += 8
+        if out:
+            yield bytes(out)
+    if framed is None and pending:
+        yield pending  # an unframed stream of fewer than 8 bytes in all

@@ -34,6 +34,11 @@ class ProtocolError(Exception):
     """An answer that is not HTTP/1.1 as it should be (the engine got something wrong)."""
 
 
+class Cut(ProtocolError):
+    """A body that ended before its framing said it would: the engine (or the connection to
+    it) went away mid-answer. A followed log tells it from a body framed wrong."""
+
+
 def connect(address: str, timeout: float) -> socket.socket:
     """A connection to `unix:///path` or `tcp://host:port` (`[v6]:port`); OSError if none."""
     if address.startswith("unix://"):
@@ -180,10 +185,12 @@ class Response:
             return b""
         data = self._file.read(min(size, self._left))
         if not data:
-            raise ProtocolError("the answer ended before its length")
+            raise Cut("the answer ended before its length")
         self._left -= len(data)
         if self._chunked and self._left == 0:
             end = self._file.readline(2)
+            if end in (b"", b"\r"):
+                raise Cut("the answer ended after a chunk's data")
             if end not in (b"\r\n", b"\n"):
                 raise ProtocolError(f"a chunk not followed by CRLF: {end!r}")
         return data
@@ -196,7 +203,7 @@ class Response:
         if len(line) > _SIZE_LINE_MAX:
             raise ProtocolError(f"a chunk size line longer than {_SIZE_LINE_MAX} bytes")
         if not line.endswith(b"\n"):
-            raise ProtocolError("the answer ended before its last chunk")
+            raise Cut("the answer ended before its last chunk")
         digits = line.split(b";", 1)[0].rstrip(b"\r\n").rstrip(b" \t")  # spaces before a ";"
         if not 0 < len(digits) <= _SIZE_DIGITS_MAX or not _HEX_DIGITS.issuperset(digits):
             raise ProtocolError(f"not a chunk size: {digits[:20]!r}")

@@ -1,16 +1,15 @@
 """How a `container` allocation ends and what it said: the supervisor that stops it at its
-deadline (the engine has no such timer), `describe` (state, exit code, whether it expired,
-last log lines) and its logs streamed from the engine, demultiplexed.
+deadline (the engine has no such timer) and `describe` (state, exit code, whether it expired,
+last log lines). Its logs are the engine client's (`Engine.log_stream`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from drivers.spec.types import Resource
-from providers.core.errors import NotFoundError, ShoalError
+from providers.core.errors import NotFoundError
 
 if TYPE_CHECKING:
     from drivers.container.engine import Engine
@@ -78,44 +77,6 @@ def describe(
     return out
 
 
-def stream_logs(engine: Engine, cid: str, *, tail: int | None, follow: bool) -> Iterator[bytes]:
-    """The container's stdout and stderr as the engine keeps them (`/containers/ID/logs`),
-    streamed; with `follow` until the container stops."""
-    from urllib.parse import urlencode
-
-    from drivers.container.engine import API
-    from drivers.supervisor.supervise import engine_open, read_stream
-    from providers.core.errors import ProviderUnreachableError
-
-    engine.inspect(cid)  # a missing container or engine, as the engine client says it
-    query = {"stdout": "1", "stderr": "1", "tail": "all" if tail is None else str(tail)}
-    if follow:
-        query["follow"] = "1"
-    target = f"{API}/containers/{cid}/logs?{urlencode(query)}"
-    try:
-        conn, response = engine_open(engine.address, "GET", target, None if follow else 60)
-    except OSError as exc:
-        raise ProviderUnreachableError(
-            f"container engine {engine.address}: logs of {cid[:12]}: {exc}"
-        ) from None
-    try:
-        if response.status != 200:
-            said = response.read(300).decode("utf-8", "replace").strip()
-            raise ShoalError(
-                f"container engine: logs of {cid[:12]}: HTTP {response.status}: {said}"
-            )
-        frames = Demux()
-        for chunk in read_stream(response):
-            data = frames.feed(chunk)
-            if data:
-                yield data
-        rest = frames.end()
-        if rest:
-            yield rest
-    finally:
-        conn.close()
-
-
 def _when(text: Any) -> float | None:
     """Unix seconds of an RFC 3339 time (the engine's nanoseconds cut to microseconds)."""
     if not isinstance(text, str) or not text or text.startswith("0001-"):
@@ -129,42 +90,3 @@ def _when(text: Any) -> float | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-class Demux:
-    """The engine's log stream of a container without a TTY, as it arrives: frames of an
-    8-byte header (stream 0/1/2, three zeros, a big-endian size) then the payload, whose
-    bytes are kept; a stream that does not start with such a header passes as it is."""
-
-    def __init__(self) -> None:
-        self._pending = b""
-        self._framed: bool | None = None
-        self._left = 0  # payload bytes still to come in the current frame
-
-    def feed(self, data: bytes) -> bytes:
-        if self._framed is False:
-            return data
-        buffer, out = self._pending + data, bytearray()
-        while buffer:
-            if self._left:
-                take = buffer[: self._left]
-                out += take
-                buffer, self._left = buffer[len(take) :], self._left - len(take)
-                continue
-            if len(buffer) < 8:
-                break
-            if self._framed is None:
-                self._framed = buffer[0] in (0, 1, 2) and buffer[1:4] == b"\0\0\0"
-                if not self._framed:
-                    out += buffer
-                    buffer = b""
-                    break
-            self._left = int.from_bytes(buffer[4:8], "big")
-            buffer = buffer[8:]
-        self._pending = buffer
-        return bytes(out)
-
-    def end(self) -> bytes:
-        """What is left: a short unframed stream (fewer than 8 bytes in all)."""
-        rest, self._pending = self._pending, b""
-        return rest if self._framed is None else b""

@@ -9,7 +9,7 @@ from typing import Any
 from drivers.spec.types import LabelDefinition
 from providers.core.errors import UsageError, shown
 from providers.core.numbers import non_finite, reject_constant
-from providers.core.timeutil import parse_duration, utcnow
+from providers.core.timeutil import parse_duration
 from providers.core.wire import from_wire
 
 
@@ -184,8 +184,16 @@ def load(text: str, source: str) -> LabelDefinition:
     return build(parse_document(text, source), source)
 
 
-def expires_at(definition: LabelDefinition, now: datetime | None = None) -> datetime | None:
+def life_of(definition: LabelDefinition) -> timedelta | None:
+    """`resources.lifetime` as a duration (None: no lifetime). The service reads it once per
+    use case and carries the duration; the expiry it decides from it (expiry) goes to the
+    ledger row and, as `resources.expires`, to the driver: nothing downstream parses it again."""
     if not definition.resources.lifetime:
         return None
-    life: timedelta = parse_duration(definition.resources.lifetime, "resources.lifetime")
-    return (now or utcnow()) + life
+    return parse_duration(definition.resources.lifetime, "resources.lifetime")
+
+
+def expiry(life: timedelta | None, now: datetime) -> datetime | None:
+    """When an allocation of this lifetime that starts at `now` (the ledger's clock, read
+    once) ends: the row's `expires`, and the deadline its driver enforces."""
+    return None if life is None else now + life

@@ -13,6 +13,7 @@ gpu_resource, kind.
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 from collections.abc import Iterator
@@ -196,15 +197,18 @@ class KubernetesDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
-        from providers.core.timeutil import parse_duration
+        from providers.core.timeutil import utcnow
 
+        # activeDeadlineSeconds counts from the pod's start: the seconds left until the
+        # ledger row's expiry (decided by the service), rounded up so it never ends before.
+        expires = definition.resources.expires
+        left = None if expires is None else (expires - utcnow()).total_seconds()
+        deadline = None if left is None else max(1, math.ceil(left))
         opts = self._options(definition)
         client = self.client()
         namespace = self._namespace(client)
         allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
         name = M.object_name(allocation_id)
-        lifetime = definition.resources.lifetime
-        deadline = int(parse_duration(lifetime, "lifetime").total_seconds()) if lifetime else None
         # Metadata last: -o env cannot forge SHOAL_ALLOCATION_ID.
         env = opts.env | {str(k): str(v) for k, v in metadata.items()}
         kind = opts.kind or self.cfg.kind

@@ -170,8 +170,6 @@ class ProcessDriver:
         return self.root / identifier
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
-        from drivers.definitions.definition import expires_at
-
         opts = self._options(definition)
         self.validate_metadata(metadata)
         env = inherited_env(os.environ, self.cfg.env_passthrough)
@@ -186,7 +184,7 @@ class ProcessDriver:
         cpus = pick_cpus(self.root, definition.resources.cpu)
         (workspace / CPUS_FILE).write_text(" ".join(map(str, cpus)))
         grace = self.cfg.grace_seconds if opts.grace_seconds is None else opts.grace_seconds
-        deadline = expires_at(definition)
+        deadline = definition.resources.expires  # the ledger row's, decided by the service
         answer, supervisor = supervise(
             workspace,
             {

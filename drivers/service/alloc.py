@@ -27,7 +27,7 @@ def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = Non
     """How many such definitions fit over the window they would hold, now (or from `at`,
     as a reservation would), beside the allocations and the reservations overlapping it;
     with what the driver would take and why, from drivers that explain their choice."""
-    from drivers.definitions.definition import expires_at
+    from drivers.definitions.definition import expiry, life_of
     from drivers.spec.base import UNLIMITED, ExplainsChoice
 
     driver = prepare(ctx, definition)
@@ -46,7 +46,7 @@ def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = Non
         lambda usage: capacity(driver, usage, definition),
         remote_driver=scope,
         start=at,
-        end=expires_at(definition, at or ctx.ledger.clock()),
+        end=expiry(life_of(definition), at or ctx.ledger.clock()),
     )
     count = fit.count
     return DryRun(
@@ -70,17 +70,22 @@ def allocate(
     the record on it is finished: `committed` (which prints the id) runs with Ctrl-C
     ignored, and Ctrl-C stays ignored after it, so a caller never exits 130 holding a live
     allocation it did not report. The room is taken after the `alloc --wait` waiters that
-    came first; with `wait`, this one queues until it fits and it is its turn."""
-    from drivers.definitions.definition import expires_at
+    came first; with `wait`, this one queues until it fits and it is its turn.
+
+    The lifetime is parsed here, once; its expiry is decided from one reading of the
+    ledger's clock as the room is taken, written on the row and handed to the driver
+    (bring_up), so the row's `expires` and the deadline the driver enforces are one instant."""
+    from drivers.definitions.definition import expiry, life_of
     from drivers.service.queue import queue_fits, wait_for_room
 
     driver = prepare(ctx, definition)
     check_metadata(driver, metadata)
+    life = life_of(definition)
     recover(ctx)
     if wait is not None:
-        alloc_id, expires = wait_for_room(ctx, driver, definition, metadata, wait)
+        alloc_id, expires = wait_for_room(ctx, driver, definition, metadata, wait, life)
     else:
-        expires = expires_at(definition, ctx.ledger.clock())
+        expires = expiry(life, ctx.ledger.clock())
         alloc_id = ctx.ledger.reserve(
             driver=driver.name(),
             definition=to_wire(definition),

@@ -59,7 +59,10 @@ def bring_up(
 ) -> AllocationView:
     """Allocate in the driver for a row this shoal holds ALLOCATING, then record it. A
     failure or an interrupt before the record undoes it: the row turns FAILED (`undo`: a
-    claimed reservation goes back to RESERVED)."""
+    claimed reservation goes back to RESERVED). `expires` is the row's: the driver gets it
+    as `resources.expires` (its deadline), never working it out again from the lifetime."""
+    from dataclasses import replace
+
     from drivers.spec.types import Resource
 
     def failed(note: str) -> None:
@@ -69,7 +72,8 @@ def bring_up(
             ctx.ledger.set_status(alloc_id, L.FAILED, note=note, expect=(L.ALLOCATING,))
 
     try:
-        res = driver.allocate(definition, {**metadata, ALLOCATION_ID_KEY: alloc_id})
+        decided = replace(definition, resources=replace(definition.resources, expires=expires))
+        res = driver.allocate(decided, {**metadata, ALLOCATION_ID_KEY: alloc_id})
         res.timeout = expires
         previous = ignore_interrupts()  # inside the try: an interrupt before it is undone
     except BaseException as exc:

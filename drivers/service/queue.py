@@ -122,13 +122,6 @@ def refuse_impossible(driver: ResourceDriver, definition: LabelDefinition, doing
         )
 
 
-def _life(definition: LabelDefinition) -> timedelta | None:
-    from providers.core.timeutil import parse_duration
-
-    lifetime = definition.resources.lifetime
-    return parse_duration(lifetime, "resources.lifetime") if lifetime else None
-
-
 # -- waiting ---------------------------------------------------------------------------------
 
 
@@ -138,11 +131,12 @@ def wait_for_room(
     definition: LabelDefinition,
     metadata: dict[str, Any],
     wait: Wait,
+    life: timedelta | None,
 ) -> tuple[str, datetime | None]:
     """Queue, sleep until this request fits and it is its turn, take the room; returns the
-    ALLOCATING row's id and its expiry. Timeout: NoCapacityError (75). Ctrl-C leaves the
-    queue and holds nothing."""
-    from drivers.definitions.definition import expires_at
+    ALLOCATING row's id and its expiry (`life` from the ledger's clock as the room is
+    taken). Timeout: NoCapacityError (75). Ctrl-C leaves the queue and holds nothing."""
+    from drivers.definitions.definition import expiry as ending
     from drivers.service.context import capacity
     from providers.core.wire import to_wire
 
@@ -153,7 +147,7 @@ def wait_for_room(
     expiry: list[datetime | None] = [None]
 
     def attempt(waiter: int | None) -> str:
-        expiry[0] = expires_at(definition, ledger.clock())
+        expiry[0] = ending(life, ledger.clock())
         return ledger.reserve(
             driver=name,
             definition=to_wire(definition),
@@ -171,7 +165,7 @@ def wait_for_room(
             driver=name,
             definition=to_wire(definition),
             resources=definition.resources,
-            life=_life(definition),
+            life=life,
             is_remote=driver.is_remote(),
             token=token,
             place=place,
@@ -204,7 +198,7 @@ def wait_for_room(
                 due = _next_change(ctx)
             now = time.monotonic()
             if deadline is not None and now >= deadline:
-                raise _timed_out(ctx, driver, definition, place, now - began)
+                raise _timed_out(ctx, driver, definition, life, place, now - began)
             if wait.progress is not None and (wait.redraw or not told):
                 told = True
                 wait.progress(
@@ -344,6 +338,7 @@ def _timed_out(
     ctx: Drivers,
     driver: ResourceDriver,
     definition: LabelDefinition,
+    life: timedelta | None,
     place: int | None,
     waited: float,
 ) -> RetryableError:
@@ -359,9 +354,7 @@ def _timed_out(
     if ahead:
         text += f" ({ahead} earlier waiter(s) still queued)"
     if not driver.is_remote():
-        back = ctx.ledger.expected_back(
-            lambda usage: capacity(driver, usage, definition), _life(definition)
-        )
+        back = ctx.ledger.expected_back(lambda usage: capacity(driver, usage, definition), life)
         if back is not None:
             at, what = back
             from providers.core.wire import format_time
@@ -389,6 +382,7 @@ def book(
     ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any], at: datetime
 ) -> AllocationView:
     """Book capacity for [at, at + lifetime) without starting anything: a RESERVED row."""
+    from drivers.definitions.definition import life_of
     from drivers.service.bring_up import check_metadata, prepare
     from drivers.service.context import capacity, describe
     from drivers.service.recovery import recover
@@ -401,7 +395,7 @@ def book(
             f"--at: {driver.name()} is remote (its backend decides what fits, and holds "
             "nothing for a booking); reservations are for local drivers"
         )
-    life = _life(definition)
+    life = life_of(definition)
     if life is None:
         raise UsageError("--at books a window [TIME, TIME+lifetime): give --lifetime too")
     now = ctx.ledger.clock()
@@ -520,7 +514,8 @@ def _claim(
     if wait is not None:
         _wait_out(ctx, alloc_id, fits, wait, began)
     ends = unstamp(row.expires)
-    # The workload may live to the window's end, however late in its grace it was claimed.
+    # The workload may live to the window's end, however late in its grace it was claimed:
+    # the driver is handed `ends` itself (bring_up); the lifetime left is what the row says.
     left = math.ceil((ends - ctx.ledger.clock()).total_seconds())
     definition.resources.lifetime = f"{max(1, left)}s"
     metadata = {**row.metadata, **metadata}  # the claim's add to the booking's

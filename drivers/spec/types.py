@@ -2,6 +2,9 @@
 
 `ram` and disk sizes are in GiB (the spec says GB; shoal counts binary units throughout).
 `lifetime` is a duration such as `30m` or `1h30m`; the ledger turns it into an expiry time.
+The service decides that time once (one reading of the ledger's clock: the row's `expires`)
+and hands it to `ResourceDriver.allocate` as `resources.expires`, never on the wire: a
+driver's deadline is that instant, not the lifetime parsed again from its own "now".
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ class Resources:
     cpu_overbook: bool = field(default=False)
     ram_overbook: bool = field(default=False)
     lifetime: str = field(omitempty=True, default="")
+    # Set by the service on the definition `allocate` gets: when `lifetime` ends (the ledger
+    # row's `expires`, None without a lifetime). Not the spec's: never read from or written
+    # to JSON.
+    expires: datetime | None = field(internal=True, default=None)
 
     def is_empty(self) -> bool:
         return self.cpu == 0 and self.ram == 0 and not self.disks

@@ -37,9 +37,20 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+# The /proc readers are shoal's own (procinfo.py, beside this file). Imported by shoal, this
+# is drivers.supervisor.supervise and its sibling a package import. Run by path, as the
+# drivers run it (`python -I -S .../supervise.py`), there is no package and no shoal on
+# sys.path, and -I (which implies -P) leaves out this file's own directory too: it is added
+# at the end, so the standard library comes first and only the supervisor's files are found
+# there.
+if TYPE_CHECKING or __package__:
+    from drivers.supervisor import procinfo
+else:
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    import procinfo
 
 PID_FILE = ".shoal-pid"  # the workload's identity: "PID START", written by the workload
 SUPERVISOR_FILE = ".shoal-supervisor"  # the supervisor's, written by the supervisor
@@ -61,64 +72,12 @@ def now_text() -> str:
 # -- processes: identity is a pid plus its kernel start time ---------------------------------
 
 
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode("ascii", "replace")
-    except (OSError, ValueError):
-        return None
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def start_time(pid: int) -> str | None:
-    fields = _stat(pid)
-    return fields[19] if fields and len(fields) > 19 else None
-
-
 def write_identity(path: str) -> None:
     """Write "PID START" of the calling process to `path` (run after fork, before exec)."""
     me = os.getpid()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.write(fd, f"{me} {start_time(me)}".encode())
-    finally:
-        os.close(fd)
-
-
-def members(marker: bytes, parent: int) -> list[tuple[int, str]]:
-    """Live processes that carry the `NAME=value` marker in their environment, or whose
-    parent is `parent`: the workload's tree, wherever its members went."""
-    found = []
-    me = os.getpid()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        fields = _stat(int(name))
-        if not fields or len(fields) < 20 or fields[0] in ("Z", "X"):
-            continue
-        mine = fields[1] == str(parent)
-        if not mine:
-            try:
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    mine = marker in fh.read().split(b"\0")
-            except OSError:
-                continue
-        if mine:
-            found.append((int(name), fields[19]))
-    return found
-
-
-def signal_exactly(pid: int, started: str, signum: int) -> None:
-    """Signal `pid` only while it is the process that started at `started` (a pidfd pins it)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return
-    try:
-        if start_time(pid) == started:
-            signal.pidfd_send_signal(fd, signum)
-    except OSError:
-        pass
+        os.write(fd, f"{me} {procinfo.start_time(me)}".encode())
     finally:
         os.close(fd)
 
@@ -233,7 +192,7 @@ def run_process(spec: dict[str, Any]) -> int:
         os.close(log)
     workload = child.pid
     child.returncode = 0  # reaped below, by pid; Popen must not wait for it itself
-    _report({"pid": workload, "start": start_time(workload)})
+    _report({"pid": workload, "start": procinfo.start_time(workload)})
 
     status: int | None = None  # the workload's wait status, once it is reaped
     ended = ""
@@ -246,8 +205,11 @@ def run_process(spec: dict[str, Any]) -> int:
         if status is None:  # not reaped yet: its pid, and so its group id, are still ours
             with contextlib.suppress(OSError):
                 os.killpg(workload, signum)
-        for pid, started in members(marker, os.getpid()):
-            signal_exactly(pid, started, signum)
+        # The workload's tree, wherever its members went: marked, or our children (orphans
+        # reparented to us, the subreaper).
+        for pid, started in procinfo.marked(marker, children_of=os.getpid()):
+            with contextlib.suppress(OSError):  # not ours to signal (EPERM): the next one
+                procinfo.signal_exactly(pid, started, signum)
 
     poller = select.poll()
     poller.register(wake_read, select.POLLIN)
@@ -269,7 +231,7 @@ def run_process(spec: dict[str, Any]) -> int:
         lingering = status is not None and (not children or not subreaper)
         if lingering and (term_at is not None or now >= next_look):
             next_look = now + _LINGER_POLL_SECONDS
-            if not members(marker, os.getpid()):
+            if not procinfo.marked(marker, children_of=os.getpid()):
                 break
         if term_at is None and (asked or (deadline is not None and now >= deadline)):
             # A stop asked for at the deadline (shoal found it due a moment early) is expiry.
@@ -323,15 +285,6 @@ RECORD_WAIT_SECONDS = 120.0  # for the shoal that is still recording the allocat
 _RECORD_STEP_SECONDS = 0.05
 
 
-def _alive(pid: Any, started: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    fields = _stat(pid)
-    if not fields or len(fields) < 20 or fields[0] in ("Z", "X"):
-        return False
-    return started is None or fields[19] == started
-
-
 _FREEING_FROM = "freeing from "  # drivers.ledger.rows.FREEING_FROM
 _HELD_BEFORE_FREE = ("ALLOCATED", "GONE")  # the rows an end is recorded for
 
@@ -369,7 +322,12 @@ def record_end(
                 (alloc,),
             ).fetchone()
             allocating = row is not None and row[0] == "ALLOCATING"
-            if allocating and wait_allocating and _alive(row[2], row[3]):
+            if (
+                allocating
+                and wait_allocating
+                and isinstance(row[2], int)
+                and procinfo.is_alive(row[2], row[3])
+            ):
                 conn.execute("ROLLBACK")
                 time.sleep(_RECORD_STEP_SECONDS)
                 continue
@@ -564,14 +522,6 @@ def read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
     return bytes(got[:limit])
 
 
-def read_stream(response: http.client.HTTPResponse, size: int = 1 << 16) -> Iterator[bytes]:
-    while True:
-        chunk = response.read1(size)
-        if not chunk:
-            return
-        yield chunk
-
-
 def engine_answer(
     address: str, method: str, target: str, timeout: float | None, limit: int = 1 << 16
 ) -> tuple[int, bytes]:
@@ -680,7 +630,7 @@ def start_detached(spec: dict[str, Any]) -> tuple[int, str | None]:
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
     proc.returncode = 0  # it outlives us: Popen must not warn when collected
-    return proc.pid, start_time(proc.pid)
+    return proc.pid, procinfo.start_time(proc.pid)
 
 
 def main() -> int:

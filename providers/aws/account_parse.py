@@ -1,23 +1,29 @@
 """Reading the AWS answers an account's capacity is made of: EC2's XML (DescribeInstances,
 DescribeInstanceTypes, DescribeCapacityReservations) and Service Quotas' JSON pages, into
 the records providers/aws/accounts.py puts together. A number or time that does not read
-is a malformed answer (one-line ShoalError naming the API and the field)."""
+is a malformed answer (one-line ShoalError naming the API and the field). A Service Quotas
+page is checked whole against its model (providers/aws/payloads.py), so what is read of it
+has its types.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from providers import gpus
 from providers.accounts.model import Market, Reservation
-from providers.aws.api import items, text
-from providers.core.errors import ShoalError, UsageError
+from providers.aws.api import decode_json, items, text
+from providers.core.errors import ShoalError, UsageError, one_line, scrub
 from providers.core.timeutil import parse_time
 
 if TYPE_CHECKING:
     from xml.etree.ElementTree import Element
+
+    from providers.aws.payloads import ServiceQuota
 
 QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS, TYPES = (
     "ListServiceQuotas", "ListAWSDefaultServiceQuotas", "DescribeInstances",
@@ -48,11 +54,37 @@ class Shape:
     gpus: int = 0
 
 
-def quota_list(page: Mapping[str, Any], api: str) -> list[dict[str, Any]]:
-    quotas = page.get("Quotas", [])
-    if not isinstance(quotas, list):
-        raise ShoalError(f"malformed {api} response: 'Quotas' is not a list")
-    return [q for q in quotas if isinstance(q, dict) and isinstance(q.get("QuotaCode"), str)]
+def quota_page(
+    raw: bytes, api: str, where: str, secrets: Sequence[str] = ()
+) -> tuple[list[ServiceQuota], str]:
+    """A ListServiceQuotas (or ListAWSDefaultServiceQuotas) page's quotas, and its next
+    token ("" on the last), from the answer's bytes.
+
+    pydantic parses the bytes itself (providers/core/payload.py), but reads NaN and Infinity
+    as numbers, and `1e400` or a 400-digit integer (a value past any quota, left out by the
+    reader) as the same infinity. A page that may hold the constants is decoded first, as
+    json.loads reads it: they are refused there, as every AWS JSON answer's are.
+
+    A failure quotes the value it found, cut at 60 characters: a server that echoes the
+    session token in a field would have the token's first 57 in the message, which no scrub
+    of the message can tell from text. Such a page's failure is said from the page with
+    `secrets` scrubbed out of it first."""
+    from providers.aws.payloads import QUOTA_PAGE
+    from providers.core.http.client import Body
+
+    decode = functools.partial(decode_json, raw, api)
+    page = decode() if b"NaN" in raw or b"Infinity" in raw else Body(raw, decode)
+    try:
+        read = QUOTA_PAGE.read(page, where)
+    except ShoalError as exc:
+        failure = exc
+    else:
+        return read.get("Quotas", []), read.get("NextToken") or ""
+    text = raw.decode("utf-8", "replace")
+    clean = scrub(text, secrets)
+    if clean != text:
+        QUOTA_PAGE.read(decode_json(clean.encode(), api), where)  # raises, its values scrubbed
+    raise ShoalError(one_line(str(failure), secrets)) from None
 
 
 def running(pages: Iterable[Element]) -> list[Running]:

@@ -3,13 +3,16 @@
 Per region, at once (providers/accounts/parallel.py), each call with its own client:
 
 - Service Quotas `ListServiceQuotas` and `ListAWSDefaultServiceQuotas` for service `ec2`
-  (JSON 1.1, every page). ListServiceQuotas lists the applied values, but "if the applied
-  quota value is not available for a quota, the quota is not retrieved"
+  (JSON 1.1, every page, each checked whole: providers/aws/payloads.py). ListServiceQuotas
+  lists the applied values, but "if the applied quota value is not available for a quota,
+  the quota is not retrieved"
   (https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html),
   so AWS's defaults fill the codes it left out (a note says which vCPU quotas they are).
   The vCPU quotas shoal knows (providers/aws/families.py) become `cpu/vcpu` quotas of
   their family group and market; every other ec2 quota is kept as `quota/<code>` in group
-  "other", usage unknown.
+  "other", usage unknown. A value no real quota has (negative, past 1e15) leaves its quota
+  out, counted in a note; a value that is no number, or a quota without a code, is a
+  malformed page.
 - EC2 `DescribeInstances` (pending and running): instances per (type, zone, market,
   vCPUs); `instanceLifecycle` "spot" is spot, anything else on-demand. vCPUs from the
   instance's `cpuOptions` (cores x threads), else from `DescribeInstanceTypes`, asked
@@ -27,6 +30,7 @@ retries, a malformed answer) fails the region, and so the fetch, with its one-li
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -51,7 +55,7 @@ from providers.aws.account_parse import (
     RESERVATIONS,
     TYPES,
     Shape,
-    quota_list,
+    quota_page,
     reservations,
     running,
     shapes,
@@ -74,9 +78,9 @@ from providers.core.errors import CredentialsError, ShoalError
 from providers.core.urls import display
 
 if TYPE_CHECKING:
-
     import httpx
 
+    from providers.aws.payloads import ServiceQuota
     from providers.cloud.http import CloudHttp, RetryPolicy
     from providers.core.settings import Settings
 
@@ -272,8 +276,10 @@ class AwsAccounts:
     def _ask(self, endpoint: Endpoint, api: str, types: Sequence[str]) -> Any:
         if api in (QUOTAS, DEFAULTS):
             body = {"ServiceCode": "ec2", "MaxResults": QUOTA_PAGE_SIZE}
-            pages = endpoint.json_pages(QUOTAS_TARGET + api, body)
-            return [q for page in pages for q in quota_list(page, api)]
+            secrets = [self.credentials.secret_access_key, self.credentials.session_token]
+            read = functools.partial(quota_page, api=api, where=PROVIDER, secrets=secrets)
+            pages = endpoint.json_pages(QUOTAS_TARGET + api, body, read)
+            return [quota for page in pages for quota in page]
         if api == INSTANCES:
             params = {
                 "Filter.1.Name": "instance-state-name",
@@ -416,7 +422,7 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
         state.note_refused(QUOTAS, "quota values are AWS's defaults, not the account's")
     else:
         state.note_refused(QUOTAS)
-    listed: dict[str, list[dict[str, Any]]] = {}
+    listed: dict[str, list[ServiceQuota]] = {}
     for quota in defaults if isinstance(defaults, list) else []:
         listed.setdefault(quota["QuotaCode"], []).append(quota)
     from_defaults = set(listed) if isinstance(applied, list) else set()
@@ -435,11 +441,10 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
             skipped += 1
             continue
         known = BY_CODE.get(code)
-        name = entry.get("QuotaName")
         quotas.append(
             Quota(
                 code=code,
-                name=name if isinstance(name, str) and name else (known.name if known else code),
+                name=entry.get("QuotaName") or (known.name if known else code),
                 group=known.group if known else "other",
                 market=known.market if known else "onDemand",
                 resource=("cpu", "vcpu") if known else ("quota", code),
@@ -465,16 +470,12 @@ def _quotas(state: _Region, usage: list[InstanceUsage]) -> list[Quota]:
     return quotas
 
 
-def _limit(value: object) -> float | None:
-    """A quota's value as a number, or None: not a number, not finite (`1e400` decodes to
-    infinity), negative or past any real quota (a hostile or broken answer)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def _limit(value: float | None) -> float | None:
+    """A quota's value, or None: absent, not finite (`1e400` reads as infinity), negative or
+    past any real quota (a hostile or broken answer)."""
+    if value is None or not math.isfinite(value) or not 0 <= value <= MAX_QUOTA:
         return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer of hundreds of digits
-        return None
-    return number if math.isfinite(number) and 0 <= number <= MAX_QUOTA else None
+    return value
 
 
 def _used(usage: list[InstanceUsage]) -> dict[str, float | None]:

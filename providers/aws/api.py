@@ -200,31 +200,40 @@ class Endpoint:
 
     # -- JSON 1.1 protocol -------------------------------------------------------------
 
-    def call_json(self, target: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    def post_json(self, target: str, body: Mapping[str, Any]) -> bytes:
         """One signed POST of `target` (`ServiceQuotasV20190624.ListServiceQuotas`); the
-        answer's JSON object."""
+        answer's bytes, for a reader that parses them itself (providers/aws/payloads.py)."""
         content = json.dumps(body, separators=(",", ":")).encode()
         headers = {"Content-Type": JSON_TYPE, "X-Amz-Target": target}
         url, signed = self._signed("POST", {}, headers, content)
+        return self.http.request("POST", url, headers=signed, content=content).content
+
+    def call_json(self, target: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`post_json`, the answer's JSON object."""
         action = target.rsplit(".", 1)[-1]
-        response = self.http.request("POST", url, headers=signed, content=content)
-        try:
-            value = json.loads(response.content, parse_constant=reject_constant)
-        except (ValueError, RecursionError) as exc:
-            raise ShoalError(f"malformed {action} response ({exc})") from None
+        value = decode_json(self.post_json(target, body), action)
         if not isinstance(value, dict):
             raise ShoalError(f"unexpected {action} response: not a JSON object")
         return value
 
-    def json_pages(self, target: str, body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        """Every page of a JSON 1.1 list (`NextToken` in the request and the answer)."""
+    def json_pages(
+        self, target: str, body: Mapping[str, Any], read: Callable[[bytes], tuple[T, str]]
+    ) -> Iterator[T]:
+        """Every page of a JSON 1.1 list (`NextToken` in the request and the answer), each
+        read from its bytes by `read` into its value and next token ("" on the last)."""
 
-        def page(token: str) -> tuple[dict[str, Any], str]:
-            value = self.call_json(target, {**body, **({"NextToken": token} if token else {})})
-            following = value.get("NextToken")
-            return value, following if isinstance(following, str) else ""
+        def page(token: str) -> tuple[T, str]:
+            return read(self.post_json(target, {**body, **({"NextToken": token} if token else {})}))
 
         return paged(page, target.rsplit(".", 1)[-1])
+
+
+def decode_json(content: bytes, action: str) -> Any:
+    """An answer's JSON, NaN and Infinity refused (JSON has neither)."""
+    try:
+        return json.loads(content, parse_constant=reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ShoalError(f"malformed {action} response ({exc})") from None
 
 
 def paged(page: Callable[[str], tuple[T, str]], what: str) -> Iterator[T]:

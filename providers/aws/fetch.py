@@ -40,7 +40,6 @@ from providers.core.errors import ConfigError, CredentialsError, ShoalError
 from providers.core.settings import Settings
 from providers.core.urls import display
 from providers.models import RegionSpec
-from providers.regions import check_region
 
 PROVIDER = "aws"
 DEFAULT_PRICING_URL = "https://pricing.us-east-1.amazonaws.com"
@@ -147,9 +146,15 @@ class AwsFetcher:
         ]
 
     def offer_url(self, region: str) -> str:
-        index = self._region_index()
-        check_region(PROVIDER, region, sorted(index))
-        relative = str(index[region]["currentVersionUrl"])
+        """The offer file of a region the catalog decided (CloudCatalog.regions_for checked
+        it against this index's list); one the index no longer has is a failed fetch."""
+        entry = self._region_index().get(region)
+        if entry is None:
+            raise ShoalError(
+                f"aws: the Price List's region index has no {region} (any more); "
+                "`shoal regions -p aws --refresh` lists the regions it has"
+            )
+        relative = str(entry["currentVersionUrl"])
         # Absolute or not, keep only the path: the configured host serves it (mirrors).
         try:
             parts = urlsplit(relative)

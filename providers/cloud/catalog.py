@@ -8,7 +8,9 @@ Freshness rules (the provider's TTL is `[provider] ttl_hours`, default 24):
 - `--offline` never fetches; `--max-age` refuses cached data older than it.
 Without `--region`, the regions already cached are answered, or the provider's default
 region when nothing is cached yet; `--region all` asks every region (which may download a
-lot the first time).
+lot the first time). Which regions a command works on is decided in one place,
+`CloudCatalog.regions_for`; the query service, the Catalog methods and the fetchers take
+the names it returns.
 """
 
 from __future__ import annotations
@@ -63,11 +65,13 @@ class CloudCatalog:
         self.settings = settings
         self.freshness = settings.freshness
         self.ttl = config.ttl(settings, provider)
-        # The cloud's own variables first (AWS_REGION, as its CLI), then the config table.
+        # Without --region: the cloud's own variables first (AWS_REGION, as its CLI), then
+        # the config table, then the provider's own default.
         chosen = next((settings.env[v] for v in region_env if settings.env.get(v)), "")
         self.default_region = chosen.strip() or str(
             config.setting(settings, provider, "default_region", "", default_region)
         )
+        self._chosen: set[str] = set()  # decided by regions_for this run: not checked again
         self._accounts = accounts
         self._quota_map = quota_map
         self._capacity: AccountCapacity | None = None
@@ -129,14 +133,42 @@ class CloudCatalog:
             return names
         return [r.name for r in self.list_regions()]
 
-    def chosen_regions(self, region: RegionSpec | None) -> list[str]:
-        """The region asked for (checked), or the default set when none is named."""
-        if region is not None and region.name:
-            return [check_region(self._provider, region.name, self._known_region_names())]
-        cached = list(self.cache.snapshots(self._provider))
-        if cached:
-            return cached
-        return [check_region(self._provider, self.default_region, self._known_region_names())]
+    def regions_for(self, asked: Sequence[str], *, account: bool = False) -> list[str]:
+        """The regions a command works on, decided here and only here from what `--region`
+        asked (`asked`); everything after (the query service, the Catalog methods, the
+        fetchers) takes these names as they are.
+
+        - "all": every region the provider lists (`account`: every region the account
+          can use);
+        - names: each checked against the provider's list, close names suggested, before
+          anything is fetched (`account`: checked for shape, as they go into URLs; the
+          account's own fetch knows which it has);
+        - none: the regions already cached (prices and types; not `account`), else the
+          default region: the cloud's variable (AWS_REGION), `[provider] default_region`,
+          else the provider's own.
+        """
+        names = list(dict.fromkeys(asked))
+        if account:
+            chosen = self.capacity().regions() if "all" in names else names or [self.default_region]
+            for name in chosen:  # asked, configured, or listed by the cloud: all go into URLs
+                region_name(name, "--region" if name in names else "region")
+            return chosen
+        if "all" in names:
+            chosen = [r.name for r in self.list_regions()]
+        elif names:
+            # A name decided before (by the query service, for this catalog) is not checked
+            # again: that would ask for the region list once per region.
+            known = self._known_region_names() if set(names) - self._chosen else []
+            chosen = [
+                name if name in self._chosen else check_region(self._provider, name, known)
+                for name in names
+            ]
+        else:
+            chosen = list(self.cache.snapshots(self._provider)) or [
+                check_region(self._provider, self.default_region, self._known_region_names())
+            ]
+        self._chosen.update(chosen)
+        return chosen
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -209,7 +241,7 @@ class CloudCatalog:
 
     def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
         out: list[InstanceTypeSpec] = []
-        for name in self.chosen_regions(region):
+        for name in self.regions_for(_asked(region)):
             info, offers, _ = self.snapshot(name)
             out.extend(_spec(o, name, info.source) for o in offers)
         return out
@@ -219,7 +251,7 @@ class CloudCatalog:
 
         selectors = opts.filter.resource_selectors if opts.filter else []
         out: list[ResourcePricing] = []
-        for name in self.chosen_regions(opts.region):
+        for name in self.regions_for(_asked(opts.region)):
             info, offers, stale = self.snapshot(name)
             items = {}
             unjudged = UnjudgedCount()
@@ -251,7 +283,7 @@ class CloudCatalog:
         end = opts.end_time or start
         if end < start:
             raise UsageError("--end is before --start; give a window that moves forward")
-        names = self.chosen_regions(opts.region)
+        names = self.regions_for(_asked(opts.region))
         if len(names) != 1:
             raise UsageError(
                 f"{self._provider}: a price window is for one region; add --region NAME"
@@ -309,7 +341,7 @@ class CloudCatalog:
         return self._capacity
 
     def list_resources(self, opts: ResourceListOptions) -> list[Resource]:
-        return self.list_resources_in([opts.region.name] if opts.region.name else [], opts)
+        return self.list_resources_in(_asked(opts.region), opts)
 
     def list_resources_in(
         self, regions: Sequence[str], opts: ResourceListOptions
@@ -321,12 +353,7 @@ class CloudCatalog:
         capacity = self.capacity()
         selectors = opts.filter.resource_selectors if opts.filter else []
         resource.check_selectors(self._provider, selectors)
-        if "all" in regions:
-            names = capacity.regions()
-        else:
-            names = list(dict.fromkeys(regions)) or [self.default_region]
-        for name in names:  # asked, configured, or listed by the cloud: all go into URLs
-            region_name(name, "--region" if name in regions else "region")
+        names = self.regions_for(regions, account=True)
         now = utcnow()
         out: list[Resource] = []
         dropped: list[str] = []
@@ -381,6 +408,11 @@ _NO_RESOURCES = (
     "{provider} publishes prices and instance types, not free capacity; use `shoal pricing` "
     "or `shoal types` (capacity views come from the local and kubernetes providers)"
 )
+
+
+def _asked(region: RegionSpec | None) -> list[str]:
+    """What a Catalog method's region asks of regions_for: its name, or none (the default)."""
+    return [region.name] if region is not None and region.name else []
 
 
 def _guarded(provider: str, what: str, fetch: Callable[[], T]) -> T:

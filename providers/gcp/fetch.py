@@ -30,7 +30,6 @@ from providers.gcp.account_parse import regions_page
 from providers.gcp.parse import COMPUTE_SERVICE_ID, RateBook, price_offers, unshaped_notes
 from providers.gcp.shapes import Shape, builtin_table, machine_types_page
 from providers.models import RegionSpec
-from providers.regions import check_region
 
 if TYPE_CHECKING:
     from providers.core.http.client import Body
@@ -135,7 +134,13 @@ class GcpFetcher:
 
     def fetch_region(self, region: str, progress: Progress) -> Snapshot:
         book = self._rate_book(progress)
-        check_region(PROVIDER, region, [r.name for r in self.list_regions()])
+        # The region is the catalog's decision (CloudCatalog.regions_for checked it against
+        # this list); one the list no longer has would make an empty snapshot, not prices.
+        if region not in {r.name for r in self.list_regions()}:
+            raise ShoalError(
+                f"gcp: {region} is not among the regions the price list has (any more); "
+                "`shoal regions -p gcp --refresh` lists them"
+            )
         notes: list[str] = []
         if self._has_token:
             by_region = self._api_shapes()

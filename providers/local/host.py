@@ -7,11 +7,12 @@ GPUs come from `nvidia-smi` when it is on PATH.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from providers.core.ttlcache import TtlCache
 
 _ARCH_ALIASES = {"amd64": "x86_64", "aarch64": "arm64"}
 _CGROUP = Path("/sys/fs/cgroup")
@@ -133,29 +134,28 @@ def _boot_id() -> str:
         return ""
 
 
+def _cached_gpus(cache: TtlCache, boot: str, path: str) -> list[Gpu] | None:
+    kept = cache.get("host", "gpus")
+    if not isinstance(kept, dict) or kept.get("boot_id") != boot or kept.get("path") != path:
+        return None
+    try:
+        return [Gpu(**g) for g in kept["gpus"]]
+    except (KeyError, TypeError):
+        return None
+
+
 def detect(cache_file: Path | None = None) -> HostShape:
-    """Measure the host; GPUs are cached per boot, since nvidia-smi can take a second."""
-    gpus: list[Gpu] | None = None
+    """Measure the host; GPUs are cached per boot and PATH (no TTL: only a reboot or another
+    nvidia-smi changes them), since nvidia-smi can take a second."""
     boot = _boot_id()
     path_key = os.environ.get("PATH", "")
-    if cache_file is not None and boot:
-        try:
-            cached = json.loads(cache_file.read_text())
-            if cached.get("boot_id") == boot and cached.get("path") == path_key:
-                gpus = [Gpu(**g) for g in cached["gpus"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            gpus = None
+    cache = TtlCache(cache_file) if cache_file is not None and boot else None
+    gpus = _cached_gpus(cache, boot, path_key) if cache is not None else None
     if gpus is None:
         gpus = detect_gpus()
-        if cache_file is not None and boot:
-            try:
-                cache_file.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
-                payload = {"boot_id": boot, "path": path_key, "gpus": [asdict(g) for g in gpus]}
-                tmp.write_text(json.dumps(payload))
-                tmp.replace(cache_file)
-            except OSError:
-                pass  # a cache we cannot write only costs speed
+        if cache is not None:
+            kept = {"boot_id": boot, "path": path_key, "gpus": [asdict(g) for g in gpus]}
+            cache.put("host", "gpus", kept, None)
     uname = os.uname()
     machine = uname.machine.lower()
     return HostShape(

@@ -28,6 +28,7 @@ class Fetcher:
         self.prices = prices
         self.fail = fail
         self.age = timedelta(0)
+        self.fetched: list[str] = []
 
     def list_regions(self) -> list[RegionSpec]:
         if self.fail:
@@ -37,6 +38,7 @@ class Fetcher:
     def fetch_region(self, region: str, progress: Progress) -> Snapshot:
         if self.fail:
             raise self.fail
+        self.fetched.append(region)
         progress(10, 10, f"{self.provider} {region}")
         bump = 0.5 if region == "r2" else 0.0
         offers = {
@@ -177,6 +179,16 @@ def test_unknown_region_is_a_usage_error_with_suggestions(cli, clouds) -> None:
     run = cli("pricing", "-p", "cloud-a", "--region", "r3")
     assert run.exit_code == 2
     assert "did you mean" in run.stderr
+
+
+def test_the_regions_named_are_decided_before_any_price_is_fetched(cli, clouds) -> None:
+    run = cli("pricing", "-p", "cloud-a", "--region", "r1", "--region", "r3")
+    assert run.exit_code == 2 and run.stdout == ""
+    assert "--region 'r3': provider cloud-a has no such region; did you mean" in run.stderr
+    assert clouds["cloud-a"].fetched == []
+    data = ok(cli("types", "-p", "cloud-a", "--region", "r2", "--region", "r1", "--json")).json()
+    assert [t["region"] for t in data] == ["r2", "r2", "r1", "r1"]
+    assert clouds["cloud-a"].fetched == ["r2", "r1"]
 
 
 def test_types_select_and_offline_after_a_fetch(cli, clouds) -> None:

@@ -101,7 +101,7 @@ def test_free_of_an_exited_row_killed_midway_leaves_it_exited(
     # A `free` that took the row and died at once (kill -9): a real process owns the row.
     code = (
         "import sys, time; from pathlib import Path; from drivers.ledger.book import Ledger; "
-        "from drivers import ledger as L; "
+        "from drivers.ledger import book as L; "
         f"ledger = Ledger(Path({str(ledger_path(home))!r})); "
         f"assert ledger.set_status({ident!r}, L.FREEING, expect=(L.EXITED,), owner=True, "
         "note=L.FREEING_FROM + L.EXITED); "

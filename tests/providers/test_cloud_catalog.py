@@ -51,8 +51,10 @@ class Scripted:
     regions: list[str] = field(default_factory=lambda: ["us-east-1", "eu-west-1"])
     queue: list[Snapshot | Exception] = field(default_factory=list)
     fetches: list[str] = field(default_factory=list)
+    listed: int = 0  # region lists asked for
 
     def list_regions(self) -> list[RegionSpec]:
+        self.listed += 1
         return [RegionSpec(name=n) for n in self.regions]
 
     def fetch_region(self, region: str, progress: Progress) -> Snapshot:
@@ -403,3 +405,65 @@ def test_a_version_1_cache_is_migrated_with_zero_shapes_read_as_unknown(tmp_path
     assert cache.history_count("azure") == 1
     cache.close()
     assert CatalogCache(path).offers("azure", "eastus")[0].shape_source == ""  # reopens as v2
+
+
+# -- which regions: decided once, by CloudCatalog.regions_for ---------------------------------
+
+
+def cloud(
+    tmp_path: Path, fetcher: Scripted, env: dict[str, str], config: dict[str, Any], **fresh: Any
+) -> CloudCatalog:
+    settings = Settings(
+        paths=Paths.from_env({"SHOAL_HOME": str(tmp_path)}),
+        config=config,
+        env=env,
+        freshness=Freshness(**fresh),
+        warn=lambda message: None,
+    )
+    return CloudCatalog(
+        "testcloud", settings, lambda: fetcher, "us-east-1", region_env=("TESTCLOUD_REGION",)
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "config", "fetched"),
+    [
+        ({}, {}, "us-east-1"),  # the provider's default
+        ({}, {"testcloud": {"default_region": "eu-west-1"}}, "eu-west-1"),
+        ({"TESTCLOUD_REGION": "ap-south-1"}, {"testcloud": {"default_region": "x"}}, "ap-south-1"),
+    ],
+)
+def test_without_a_region_the_default_is_the_variable_then_the_config_then_the_provider(
+    tmp_path: Path, env: dict[str, str], config: dict[str, Any], fetched: str
+) -> None:
+    from providers import query
+
+    fetcher = Scripted(regions=["ap-south-1", "eu-west-1", "us-east-1"], queue=[snap(1.0)])
+    catalog = cloud(tmp_path, fetcher, env, config)
+    answer = query.pricing(["testcloud"], lambda name: catalog, query.Query())
+    assert [p.region.name for p in answer.now] == [fetched] and fetcher.fetches == [fetched]
+    # The flag comes first: a named region is the one asked.
+    fetcher.queue = [snap(2.0)]
+    named = query.pricing(["testcloud"], lambda name: catalog, query.Query(regions=["us-east-1"]))
+    assert [p.region.name for p in named.now] == ["us-east-1"]
+
+
+def test_the_regions_named_are_decided_once_before_anything_is_fetched(tmp_path: Path) -> None:
+    from providers import query
+
+    fetcher = Scripted(queue=[snap(1.0), snap(2.0)])
+    catalog = cloud(tmp_path, fetcher, {}, {}, refresh=True)
+    asked = query.Query(regions=["us-east-1", "eu-west-1", "us-east-1"])
+    answer = query.pricing(["testcloud"], lambda name: catalog, asked)
+    assert [p.region.name for p in answer.now] == ["us-east-1", "eu-west-1"]
+    # One look at the region list (--refresh fetches it each time it is asked), not one a
+    # region: the query's regions are not checked again where the prices are read.
+    assert fetcher.listed == 1 and fetcher.fetches == ["us-east-1", "eu-west-1"]
+    other = Scripted()
+    (tmp_path / "other").mkdir()
+    catalog = cloud(tmp_path / "other", other, {}, {})
+    with pytest.raises(UsageError, match=r"'us-east-2x'.*did you mean us-east-1"):
+        query.pricing(
+            ["testcloud"], lambda name: catalog, query.Query(regions=["eu-west-1", "us-east-2x"])
+        )
+    assert other.fetches == []  # refused before the first region's prices were fetched

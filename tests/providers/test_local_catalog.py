@@ -434,6 +434,34 @@ def test_gpu_cache_follows_path(
     assert make_catalog().instance_type().gpu_count == 0
 
 
+def test_gpus_are_kept_for_the_boot(make_catalog: MakeCatalog, gpu_bin: Path) -> None:
+    fake_nvidia_smi(gpu_bin, "NVIDIA H100 80GB HBM3, 81559\n")
+    assert make_catalog().instance_type().gpu == "H100"
+    fake_nvidia_smi(gpu_bin, "NVIDIA L4, 23034\n")  # not asked again: same boot, same PATH
+    assert make_catalog().instance_type().gpu == "H100"
+
+
+def test_a_host_cache_of_the_format_before_is_a_miss(
+    make_catalog: MakeCatalog, gpu_bin: Path, home: Path
+) -> None:
+    """host.json moved into the shared cache file format (providers/core/ttlcache.py): one
+    written before, right boot and PATH, is asked again rather than believed or fatal."""
+    import json
+    import os
+
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    old = {"boot_id": boot, "path": os.environ["PATH"], "gpus": [
+        {"product": "NVIDIA-A100-SXM4-80GB", "model": "A100", "memory_gib": 80.0}
+    ]}  # fmt: skip
+    cache = home / "cache" / "host.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(old))
+    fake_nvidia_smi(gpu_bin, "NVIDIA L4, 23034\n")
+    assert make_catalog().instance_type().gpu == "L4"
+    assert "boot_id" not in json.loads(cache.read_text())  # written over in the new format
+    assert make_catalog().instance_type().gpu == "L4"
+
+
 def test_parse_nvidia_smi() -> None:
     output = (
         "NVIDIA A100-SXM4-80GB, 81920\n"

@@ -47,7 +47,9 @@ def exists(podman: Podman, cid: str) -> bool:
 def engine_info(podman: Podman) -> dict[str, Any]:
     from providers.core.http import httpx
 
-    with httpx.Client(transport=httpx.HTTPTransport(uds=str(podman.sock))) as client:
+    # A loaded machine's Podman can take seconds over /info: not what these tests are about.
+    transport = httpx.HTTPTransport(uds=str(podman.sock))
+    with httpx.Client(transport=transport, timeout=60) as client:
         return dict(client.get("http://engine/v1.41/info").json())
 
 

@@ -9,6 +9,7 @@ import os
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -71,6 +72,10 @@ class _Handler(BaseHTTPRequestHandler):
         code, body = self.server.routes.get(
             (self.command, path), (404, {"message": f"no such thing: {path}"})
         )
+        if callable(body):
+            body(self)  # an answer the route writes itself: a stream, or one that breaks off
+            self.close_connection = True
+            return
         if isinstance(body, bytes):
             data = body  # as it is: not JSON
         else:
@@ -240,6 +245,30 @@ def test_limits_above_the_engine_are_2_naming_its_totals(
     assert "cpu=4 ram=8GiB" in run.stderr
 
 
+def test_the_engine_totals_are_kept_and_a_cache_of_the_format_before_is_a_miss(
+    cli: Callable[..., Run], sock: Path, home: Path
+) -> None:
+    """/info (~300 ms on Podman) is asked once per few minutes and engine address; the file
+    moved into the shared cache format (providers/core/ttlcache.py), and one written before
+    (here: fresh, with totals the engine does not have) is asked again, not believed."""
+    address = f"unix://{sock}"
+    cache = home / "cache" / "container-engines.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({address: {"cpus": 64, "ram_gib": 512, "at": time.time()}}))
+    routes: dict[tuple[str, str], Route] = {("GET", "/info"): (200, INFO), PING: (200, "OK")}
+    with fake_engine(sock, routes) as engine:
+        first = alloc(cli, address, "--cpu", "5", "--dry-run")
+        del routes[("GET", "/info")]  # from now on only the cache knows the totals
+        again = alloc(cli, address, "--cpu", "5", "--dry-run")
+    for run in (first, again):
+        assert run.exit_code == 2, run.stderr
+        assert "cpu=4 ram=8GiB" in run.stderr
+    assert engine.seen.count(("GET", "/info")) == 1 and PING in engine.seen
+    kept = json.loads(cache.read_text())
+    assert kept["totals"][address]["value"] == {"cpus": 4, "ram_gib": 8}
+    assert address not in kept
+
+
 def test_a_failed_start_removes_the_created_container(cli: Callable[..., Run], sock: Path) -> None:
     routes: dict[tuple[str, str], Route] = {
         ("GET", "/info"): (200, INFO),
@@ -263,7 +292,12 @@ def test_engine_failure_kinds_are_the_policys() -> None:
     from drivers.container import engine
     from providers.core.http.policy import Kind
 
-    assert (engine._DROPPED, engine._BROKEN, engine._JSON) == (Kind.DROPPED, Kind.BROKEN, Kind.JSON)
+    assert (engine._DROPPED, engine._BROKEN, engine._JSON, engine._CUT) == (
+        Kind.DROPPED,
+        Kind.BROKEN,
+        Kind.JSON,
+        Kind.CUT,
+    )
 
 
 @pytest.mark.parametrize(

@@ -60,18 +60,23 @@ def serve(api: ApiServer, offer: bytes | None = None, region: str = US) -> str:
     return path
 
 
-def fetcher(
+def fetcher_settings(
     tmp_path: Path, api: ApiServer, config: dict[str, Any] | None = None, **env: str
-) -> AwsFetcher:
+) -> Settings:
     environ = {ENV_AWS_PRICING_URL: api.base, ENV_AWS_EC2_URL: api.base + "/ec2/{region}"}
     # Never the machine's own ~/.aws: credentials come from what each test sets.
     environ[ENV_AWS_SHARED_CREDENTIALS_FILE] = str(tmp_path / "no-credentials")
     environ[ENV_AWS_CONFIG_FILE] = str(tmp_path / "no-config")
     environ.update(env)
-    settings = Settings(
+    return Settings(
         paths=Paths.from_env({"SHOAL_HOME": str(tmp_path)}), config=config or {}, env=environ
     )
-    made = AwsFetcher.from_settings(settings, policy=FAST)
+
+
+def fetcher(
+    tmp_path: Path, api: ApiServer, config: dict[str, Any] | None = None, **env: str
+) -> AwsFetcher:
+    made = AwsFetcher.from_settings(fetcher_settings(tmp_path, api, config, **env), policy=FAST)
     made.now = lambda: NOW
     return made
 
@@ -128,10 +133,26 @@ def test_config_table_and_a_mirror_with_absolute_version_urls(
     assert snap.source == api.url(path) and len(snap.offers) == len(p.SHAPES)
 
 
-def test_unknown_region_suggests_close_names(tmp_path: Path, api: ApiServer) -> None:
-    serve(api)
+def test_an_unknown_region_is_refused_by_the_catalog_before_any_offer_file(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    # The catalog decides the region (CloudCatalog.regions_for), with close names suggested;
+    # the fetcher is handed only what it decided.
+    from providers.aws.factory import catalog as aws_catalog
+    from providers.models import RegionSpec
+
+    path = serve(api)
+    made = aws_catalog(fetcher_settings(tmp_path, api))
     with pytest.raises(UsageError, match="did you mean us-east-1"):
+        made.list_instance_types(RegionSpec(name="us-east-9"))
+    assert api.requests_to(path) == []
+
+
+def test_a_region_the_index_no_longer_has_is_a_failed_fetch(tmp_path: Path, api: ApiServer) -> None:
+    serve(api)
+    with pytest.raises(ShoalError, match="region index has no us-east-9") as raised:
         fetcher(tmp_path, api).fetch_region("us-east-9", no_progress)
+    assert not isinstance(raised.value, UsageError)
 
 
 def test_throttling_then_success(tmp_path: Path, api: ApiServer) -> None:

@@ -49,23 +49,31 @@ def api(shared: ApiServer) -> ApiServer:
     return shared
 
 
+def fetcher_settings(
+    tmp_path: Path,
+    server: ApiServer,
+    config: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    base = {
+        ENV_GCP_BILLING_URL: server.base,
+        ENV_GCP_COMPUTE_URL: server.base,
+        ENV_GCP_API_KEY: p.API_KEY,
+    }
+    return Settings(
+        paths=Paths.from_env({"SHOAL_HOME": str(tmp_path)}),
+        config=dict(config or {}),
+        env={k: v for k, v in (base | dict(env or {})).items() if v},
+    )
+
+
 def fetcher(
     tmp_path: Path,
     server: ApiServer,
     config: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> GcpFetcher:
-    base = {
-        ENV_GCP_BILLING_URL: server.base,
-        ENV_GCP_COMPUTE_URL: server.base,
-        ENV_GCP_API_KEY: p.API_KEY,
-    }
-    settings = Settings(
-        paths=Paths.from_env({"SHOAL_HOME": str(tmp_path)}),
-        config=dict(config or {}),
-        env={k: v for k, v in (base | dict(env or {})).items() if v},
-    )
-    return GcpFetcher.from_settings(settings, policy=FAST)
+    return GcpFetcher.from_settings(fetcher_settings(tmp_path, server, config, env), policy=FAST)
 
 
 def test_pages_once_and_prices_every_region_from_one_list(tmp_path: Path, api: ApiServer) -> None:
@@ -184,9 +192,20 @@ def test_paging_is_bounded(tmp_path: Path, api: ApiServer) -> None:
         gcp.fetch_region("us-central1", no_progress)
 
 
-def test_an_unknown_region_suggests_close_names(tmp_path: Path, api: ApiServer) -> None:
+def test_an_unknown_region_is_refused_by_the_catalog_with_close_names(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    # The catalog decides the region (CloudCatalog.regions_for); the fetcher is handed only
+    # what it decided, and one its list no longer has is a failed fetch, not an empty one.
+    from providers.gcp.factory import catalog as gcp_catalog
+    from providers.models import RegionSpec
+
+    made = gcp_catalog(fetcher_settings(tmp_path, api))
     with pytest.raises(UsageError, match="did you mean us-central1"):
+        made.list_instance_types(RegionSpec(name="us-centrall1"))
+    with pytest.raises(ShoalError, match="us-centrall1 is not among the regions") as raised:
         fetcher(tmp_path, api).fetch_region("us-centrall1", no_progress)
+    assert not isinstance(raised.value, UsageError)
 
 
 def test_base_url_from_the_config_file(tmp_path: Path, api: ApiServer) -> None:
