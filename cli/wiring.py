@@ -8,12 +8,12 @@ from providers.core.settings import Sections, Settings
 
 if TYPE_CHECKING:
     from drivers.service import Drivers
-    from providers.catalog import Catalog
     from providers.core.usage import AllocationUsage
+    from providers.registry import Catalog
 
 
 def _plugin_providers() -> list[str]:
-    from providers.catalog import provider_names  # entry points: scanned only when needed
+    from providers.registry import provider_names  # entry points: scanned only when needed
 
     return provider_names()
 
@@ -52,7 +52,7 @@ def with_freshness(
 
 
 def catalog(provider: str, settings_: Settings) -> Catalog:
-    from providers.catalog import new_catalog
+    from providers.registry import new_catalog
 
     if provider == "local":
         settings_.allocations = _LedgerUsage(settings_)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from providers.core.errors import ShoalError, UsageError
 
 if TYPE_CHECKING:
-    from providers.catalog import Catalog
     from providers.compare import Row
     from providers.models import (
         InstanceTypeSpec,
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
         ResourcePricing,
         Selector,
     )
+    from providers.registry import Catalog
 
 OpenCatalog = Callable[[str], "Catalog"]
 
@@ -183,7 +183,7 @@ def types(catalog: Catalog, provider: str, query: Query) -> TypesAnswer:
 
 
 def resources(catalog: Catalog, query: Query) -> ResourcesAnswer:
-    from providers.catalog import ResourcesInRegions
+    from providers.registry import ResourcesInRegions
 
     check_window(query.start, query.end)
     if query.windowed:
@@ -255,7 +255,7 @@ def _pricing_of(
             pricing.provider = pricing.provider or name
             out.append(pricing)
     if query.available:
-        from providers.catalog import KnowsQuotas
+        from providers.registry import KnowsQuotas
 
         if not isinstance(catalog, KnowsQuotas):
             raise UsageError(

@@ -9,8 +9,8 @@ from cli.state import state
 from providers.core.env import ENV_KUBE_CONTEXT
 
 if TYPE_CHECKING:
-    from providers.catalog import Catalog
     from providers.query import Query
+    from providers.registry import Catalog
 
 
 def catalog_for(

@@ -80,7 +80,7 @@ def _option_values(option: Any) -> tuple[list[str], str | None]:
     from cli.output import FORMATS
     from drivers.ledger.book import ALL_STATUSES
     from drivers.registry import builtin_kinds
-    from providers.catalog import builtin_provider_names
+    from providers.registry import builtin_provider_names
 
     if "--provider" in option.opts:
         return builtin_provider_names(), None

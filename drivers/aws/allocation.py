@@ -21,11 +21,11 @@ from drivers.aws.state import (
 from drivers.spec.types import Resource
 
 if TYPE_CHECKING:
-    from drivers.aws.choice import Candidate
     from drivers.aws.config import AwsConfig
     from drivers.aws.ec2 import Ec2, Instance
     from drivers.aws.plan import Plan
     from drivers.spec.types import LabelDefinition
+    from drivers.vm.choice import Candidate
 
 
 def request(
@@ -37,7 +37,7 @@ def request(
     cfg: AwsConfig,
     driver: str,
 ) -> Request:
-    from drivers.aws.userdata import user_data
+    from drivers.vm.userdata import user_data
     from providers.core.wire import format_time
 
     opts = plan.opts

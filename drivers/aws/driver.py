@@ -13,9 +13,9 @@ security_groups, key_name, instance_profile, root_disk_gib, tags, allowed_types,
 fallback, check_quotas. Options (`-o`): image, instance_type, gpus, gpu, spot, max_price,
 fallback, entry, env, root_disk_gib, tags, allowed_types, wait. This module wires the
 account (region, credentials, clients, catalog) to the parts: the plan of a definition
-drivers/aws/plan.py (the type choice drivers/aws/choice.py), the quota count
+drivers/aws/plan.py (the type choice drivers/vm/choice.py), the quota count
 drivers/aws/capacity.py, the request drivers/aws/allocation.py (the boot script
-drivers/aws/userdata.py), RunInstances and its fallbacks drivers/aws/launch.py, the run's
+drivers/vm/userdata.py), RunInstances and its fallbacks drivers/aws/launch.py, the run's
 instances drivers/aws/instances.py, what an instance's state says drivers/aws/state.py,
 the API calls drivers/aws/ec2.py, the tasks and the console drivers/aws/tasks.py.
 
@@ -159,8 +159,8 @@ class AwsDriver:
 
     def _catalog(self) -> CloudCatalog:
         if self._catalog_made is None:
-            from providers.catalog import new_catalog
             from providers.cloud.catalog import CloudCatalog
+            from providers.registry import new_catalog
 
             made = new_catalog("aws", self._settings)
             if not isinstance(made, CloudCatalog):

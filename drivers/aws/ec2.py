@@ -428,13 +428,13 @@ def _type_shape(item: Element) -> TypeShape:
         name=text(item, "instanceType"),
         vcpus=_number(item, "vCpuInfo", "defaultVCpus"),
         memory_gib=memory / 1024 if memory is not None else None,
-        arch=_arch(arches[0]) if arches else "",
+        arch=arch_of(arches[0]) if arches else "",
         gpu=models[0] if models else "",
         gpu_count=count,
         gpu_memory_gib=round(per_gpu, 2),
     )
 
 
-def _arch(name: str) -> str:
+def arch_of(name: str) -> str:
     """EC2's architecture names as the price catalog spells them (`x86_64`, `arm64`)."""
     return {"x86_64_mac": "x86_64", "arm64_mac": "arm64", "i386": "x86_64"}.get(name, name)

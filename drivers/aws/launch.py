@@ -25,7 +25,7 @@ from drivers.aws.ec2 import ApiError, Instance, tag_specification
 from providers.core.errors import ConfigError, NoCapacityError, UsageError
 
 if TYPE_CHECKING:
-    from drivers.aws.choice import Candidate
+    from drivers.vm.choice import Candidate
 
 # No room for this request here and now: another zone or type may have some.
 CAPACITY_CODES = frozenset({

@@ -1,7 +1,7 @@
 """What an allocation of one definition takes on EC2, worked out once per run: its options
 checked (nothing secret goes onto an instance), the image resolved (an `ssm:` parameter
 read, its architecture and root device asked when the choice or the root volume needs
-them), the instance type chosen (drivers/aws/choice.py: the types `-o instance_type`
+them), the instance type chosen (drivers/vm/choice.py: the types `-o instance_type`
 names, priced from the catalog or asked of EC2, or the cheapest in the region's price
 catalog that fits) and a spot `max_price` held against the current spot price.
 """
@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from drivers.aws import choice
 from drivers.aws.config import _AMI, AwsConfig, AwsOptions
-from drivers.aws.ec2 import ApiError, Ec2, TypeShape, _arch
+from drivers.aws.ec2 import ApiError, Ec2, TypeShape, arch_of
 from drivers.definitions.options import parse_options
+from drivers.vm import choice
 from providers.core.errors import ShoalError, UsageError, is_secret_name
 
 if TYPE_CHECKING:
-    from drivers.aws.choice import Choice
     from drivers.spec.types import LabelDefinition
+    from drivers.vm.choice import Choice
     from providers.cloud.catalog import CloudCatalog
     from providers.core.ttlcache import TtlCache
     from providers.models import ResourcePricing
@@ -165,7 +165,7 @@ def image_facts(ec2: Ec2, image: str, source: str) -> tuple[str, str]:
         raise UsageError(f"{source}: {image} does not exist in {ec2.region} (DescribeImages)")
     if found.state and found.state != "available":
         raise UsageError(f"{source}: {image} is {found.state}, not available")
-    return _arch(found.arch), found.root_device
+    return arch_of(found.arch), found.root_device
 
 
 def pricing(catalog: CloudCatalog, region: str, driver: str) -> ResourcePricing:

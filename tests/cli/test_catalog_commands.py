@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from providers.catalog import register
 from providers.core.wire import from_wire, to_wire
 from providers.models import (
     InstanceTypeSpec,
@@ -18,6 +17,7 @@ from providers.models import (
     Resource,
     ResourcePricing,
 )
+from providers.registry import register
 from providers.selector_keys import KNOWN_KEYS
 from tests.conftest import Run
 from tests.fakes import EmptyCatalog

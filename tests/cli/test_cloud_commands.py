@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from providers.catalog import register
 from providers.cloud.catalog import CloudCatalog
 from providers.cloud.offers import Offer, Progress, Snapshot
 from providers.core.errors import CredentialsError, ShoalError
 from providers.core.settings import Settings
 from providers.models import RegionSpec
+from providers.registry import register
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 

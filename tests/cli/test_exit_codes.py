@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli.exit_codes import ExitCode, exit_code_for
-from providers import catalog
+from providers import registry as catalog
 from providers.core import errors
 from providers.core.settings import Settings
 from providers.core.wire import WireError
@@ -18,7 +18,7 @@ Register = Callable[[str, Callable[[Settings], catalog.Catalog]], None]
 
 @pytest.fixture
 def register_provider() -> Iterator[Register]:
-    """providers.catalog.register, undone after the test."""
+    """providers.registry.register, undone after the test."""
     added: list[str] = []
 
     def register(name: str, factory: Callable[[Settings], catalog.Catalog]) -> None:

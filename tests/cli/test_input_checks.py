@@ -93,8 +93,8 @@ def test_a_setting_outside_any_section_is_refused(cli, write_config: Callable[[s
 def test_a_registered_providers_own_section_is_not_unknown(
     cli, write_config: Callable[[str], Path]
 ) -> None:
-    from providers.catalog import register
     from providers.local.catalog import LocalCatalog
+    from providers.registry import register
 
     register("plugin-cloud-x", LocalCatalog.from_settings)
     write_config("[plugin-cloud-x]\nanything = 1\n")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from providers import catalog
+from providers import registry as catalog
 from providers.core.errors import one_line, scrub
 from providers.core.settings import Settings
 from tests.conftest import Run

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from providers.catalog import new_catalog, provider_names, register
 from providers.core.errors import ConfigError, UnknownNameError, UsageError
 from providers.core.plugins import LazyRegistry
 from providers.core.settings import Paths, Settings
@@ -20,6 +19,7 @@ from providers.models import (
     RegionSpec,
     ResourceListOptions,
 )
+from providers.registry import new_catalog, provider_names, register
 from tests.fakes import EmptyCatalog
 
 _names = itertools.count()

@@ -13,12 +13,12 @@ from xml.etree import ElementTree
 
 import pytest
 
-from drivers.aws import choice as C
 from drivers.aws.ec2 import ApiError, Instance, _instance, _type_shape
 from drivers.aws.launch import Place, Request, launch
 from drivers.aws.state import detail as _detail
 from drivers.aws.tasks import _new_part
-from drivers.aws.userdata import MAX_BYTES, user_data
+from drivers.vm import choice as C
+from drivers.vm.userdata import MAX_BYTES, user_data
 from providers.core.errors import ConfigError, LedgerWriteError, NoCapacityError, UsageError
 from providers.models import InstanceTypeSpec, RegionSpec, ResourcePricing, ResourcePricingItem
 
