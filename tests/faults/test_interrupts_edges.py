@@ -34,12 +34,14 @@ def spawn(home: Path, *args: str) -> subprocess.Popen[str]:
 
 def before_shoal(code: int, err: str) -> bool:
     """Ctrl-C before any of shoal's code ran: Python had not installed its handler yet (death
-    by SIGINT, nothing said), it came while Python imported `site` or `runpy` (its own fatal
-    error), or while runpy looked for `cli.__main__` (a traceback with no frame of shoal's).
+    by SIGINT, nothing said), it came while Python set up its streams or imported `site` or
+    `runpy` (its own fatal error), or while runpy looked for `cli.__main__` (a traceback with
+    no frame of shoal's).
     No program can answer those."""
     if code == -signal.SIGINT and not err:
         return True
-    if code == 1 and ("init_import_site" in err or "Could not import runpy" in err):
+    # "Fatal Python error: init_...": while the interpreter set up its streams or `site`.
+    if code == 1 and ("Fatal Python error: init_" in err or "Could not import runpy" in err):
         return True
     frames = [line for line in err.splitlines() if line.startswith('  File "')]
     entry = str(REPO / "cli" / "__main__.py")  # its first instruction, before its `try`

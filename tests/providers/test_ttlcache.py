@@ -115,9 +115,12 @@ def test_a_cache_that_cannot_be_written_costs_nothing_but_the_write(tmp_path: Pa
 
 
 def test_it_imports_nothing_but_json() -> None:
-    """Read on every local command's start (the host's GPUs): nothing heavy comes with it."""
+    """Read on every local command's start (the host's GPUs): nothing heavy comes with it,
+    only the small standard modules it names (a fresh venv has not imported `typing` by
+    then; a machine whose site-packages run .pth files may have)."""
     probe = (
-        "import __future__, json, sys, providers.core; before = set(sys.modules); "
+        "import __future__, contextlib, json, os, sys, time, typing, providers.core; "
+        "before = set(sys.modules); "
         "import providers.core.ttlcache; print(json.dumps(sorted(set(sys.modules) - before)))"
     )
     done = subprocess.run(
