@@ -157,19 +157,25 @@ COMMANDS: dict[str, str] = {
     "image": "cli.commands.image:app",
     "catalog": "cli.commands.catalog:app",
     "config": "cli.commands.config:config",
+    "completion": "cli.commands.completion:completion",
+    "version": "cli.commands.version:version",
 }
 _GLOBAL_VALUED = ("--home", "--config")
 
 
+def print_version() -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        shown = version("shoal")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        shown = "unknown (not installed)"
+    sys.stdout.write(f"shoal {shown}\n")
+
+
 def _print_version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            shown = version("shoal")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            shown = "unknown (not installed)"
-        sys.stdout.write(f"shoal {shown}\n")
+        print_version()
         raise typer.Exit()
 
 

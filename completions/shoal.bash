@@ -58,6 +58,7 @@ _shoal_valued() {
         'catalog export') valued=' --provider -p --output -o ' ;;
         'catalog import') valued=' --output ' ;;
         'catalog status') valued=' --output ' ;;
+        completion) valued='  ' ;;
         config) valued=' --output ' ;;
         drivers) valued=' --output ' ;;
         free) valued=' --remote --output ' ;;
@@ -71,6 +72,7 @@ _shoal_valued() {
         status) valued=' --remote --driver -d --status --sort --output ' ;;
         task) valued=' --options --output ' ;;
         types) valued=' --provider -p --region -r --select -s --sort --limit --max-age --context --output ' ;;
+        version) valued='  ' ;;
         *) valued=' --home --config ' ;;
     esac
 }
@@ -123,7 +125,7 @@ _shoal() {
             logs) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
-            '') _shoal_words 'alloc catalog config drivers free image logs pricing regions resources status task types' ;;
+            '') _shoal_words 'alloc catalog completion config drivers free image logs pricing regions resources status task types version' ;;
             catalog) _shoal_words 'export import status' ;;
             image) _shoal_words 'list pull rm' ;;
         esac
@@ -134,6 +136,7 @@ _shoal() {
         'catalog export') _shoal_words '--provider -p --output -o --json --help -h' ;;
         'catalog import') _shoal_words '--json --output --help -h' ;;
         'catalog status') _shoal_words '--json --output --help -h' ;;
+        completion) _shoal_words '--help -h' ;;
         config) _shoal_words '--json --output --help -h' ;;
         drivers) _shoal_words '--json --output --help -h' ;;
         free) _shoal_words '--expired --remote --json --output --help -h' ;;
@@ -147,6 +150,7 @@ _shoal() {
         status) _shoal_words '--all --remote --driver -d --status --sort --watch -w --json --output --help -h' ;;
         task) _shoal_words '--options --json --output --help -h' ;;
         types) _shoal_words '--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --output --help -h' ;;
+        version) _shoal_words '--help -h' ;;
         catalog) _shoal_words '--help -h' ;;
         image) _shoal_words '--help -h' ;;
         '') _shoal_words '--home --config --version -V --help -h' ;;

@@ -90,6 +90,8 @@ function __shoal_state --description 'command path, positionals, --home/--config
                 set valued --output
             case "catalog status"
                 set valued --output
+            case completion
+                set valued 
             case config
                 set valued --output
             case drivers
@@ -116,6 +118,8 @@ function __shoal_state --description 'command path, positionals, --home/--config
                 set valued --options --output
             case types
                 set valued --provider -p --region -r --select -s --sort --limit --max-age --context --output
+            case version
+                set valued 
             case '*'
                 set valued
         end
@@ -125,6 +129,7 @@ end
 complete -c shoal -f
 complete -c shoal -n '__shoal_is ""' -a alloc -d 'Allocate a resource from a definition and print its id'
 complete -c shoal -n '__shoal_is ""' -a catalog -d 'Show, export and import the cached cloud catalogs'
+complete -c shoal -n '__shoal_is ""' -a completion -d 'Print a shell\'s completion script (bash, zsh, fish)'
 complete -c shoal -n '__shoal_is ""' -a config -d 'Show the files, engine and variables this shoal would use'
 complete -c shoal -n '__shoal_is ""' -a drivers -d 'List the driver instances (name/instance) to allocate on'
 complete -c shoal -n '__shoal_is ""' -a free -d 'Free allocations and record each; freeing twice is harmless'
@@ -136,6 +141,7 @@ complete -c shoal -n '__shoal_is ""' -a resources -d 'Show supply, allocated and
 complete -c shoal -n '__shoal_is ""' -a status -d 'Show one allocation, reconciled with its driver, or list them'
 complete -c shoal -n '__shoal_is ""' -a task -d 'Run a driver task on an allocation and print its JSON result'
 complete -c shoal -n '__shoal_is ""' -a types -d 'List the provider\'s instance types: vCPUs, memory and GPUs'
+complete -c shoal -n '__shoal_is ""' -a version -d 'Print shoal\'s version'
 complete -c shoal -n '__shoal_is ""' -l home -r -F -d 'Keep config, state, cache and data here'
 complete -c shoal -n '__shoal_is ""' -l config -r -F -d 'Config file (TOML)'
 complete -c shoal -n '__shoal_is ""' -l version -s V -d 'Print the version'
@@ -173,6 +179,7 @@ complete -c shoal -n '__shoal_is "catalog import"' -F -d 'file'
 complete -c shoal -n '__shoal_is "catalog status"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is "catalog status"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
 complete -c shoal -n '__shoal_is "catalog status"' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is completion' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is config' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is config' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
 complete -c shoal -n '__shoal_is config' -l help -s h -d 'Show help and exit'
@@ -275,3 +282,4 @@ complete -c shoal -n '__shoal_is types' -l context -r -d 'kubeconfig context (ku
 complete -c shoal -n '__shoal_is types' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is types' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
 complete -c shoal -n '__shoal_is types' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is version' -l help -s h -d 'Show help and exit'

@@ -243,3 +243,28 @@ def test_zsh_offers_options_with_descriptions_intact(env: dict[str, str], tmp_pa
         "--output",
         "--help",
     }
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_shoal_completion_prints_the_script_pip_does_not_install(cli: Any, shell: str) -> None:
+    """`pip install .` installs no shell files: `shoal completion SHELL` prints the same
+    script the repository ships in completions/."""
+    run = cli("completion", shell)
+    assert run.exit_code == 0, run.stderr
+    shipped = Path(__file__).resolve().parents[2] / "completions" / SHELLS[shell]
+    assert run.stdout == shipped.read_text()
+    assert run.stderr == ""
+
+
+def test_shoal_completion_of_an_unknown_shell_is_a_usage_error(cli: Any) -> None:
+    run = cli("completion", "tcsh")
+    assert run.exit_code == 2
+    assert "'tcsh' is not one of 'bash', 'zsh', 'fish'" in run.stderr
+    assert run.stdout == ""
+
+
+def test_shoal_version_is_shoal_dash_dash_version(cli: Any) -> None:
+    said = cli("version")
+    assert said.exit_code == 0
+    assert said.stdout == cli("--version").stdout
+    assert said.stdout.startswith("shoal ")
