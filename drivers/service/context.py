@@ -114,3 +114,15 @@ def public_state(state: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def public_definition(definition: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in definition.items() if k != "authentication"}
+
+
+def with_outcome(row: Allocation, outcome: dict[str, Any]) -> dict[str, Any] | None:
+    """The row's state with how its workload ended (`resource.metadata.outcome`), as `free`
+    and `status` record it (drivers.supervisor.supervise writes the same shape)."""
+    if row.state is None:
+        return None
+    meta = row.state.get("metadata")
+    return {
+        **row.state,
+        "metadata": {**(meta if isinstance(meta, dict) else {}), "outcome": outcome},
+    }

@@ -8,7 +8,7 @@ from typing import Any
 
 from drivers.ledger import book as L
 from drivers.ledger.book import Allocation
-from drivers.service.context import Drivers, no_interrupts, resource_of
+from drivers.service.context import Drivers, no_interrupts, resource_of, with_outcome
 from drivers.service.recovery import recover
 from drivers.service.status import remote_allocations
 from drivers.spec.views import ERROR, FreeResult
@@ -88,12 +88,7 @@ def _finish(ctx: Drivers, row: Allocation) -> dict[str, Any] | None:
     driver = ctx.driver(row.driver)
     if row.state is None or not isinstance(driver, FinishesWorkload):
         return None
-    outcome = driver.finish(resource_of(row))
-    meta = row.state.get("metadata")
-    return {
-        **row.state,
-        "metadata": {**(meta if isinstance(meta, dict) else {}), "outcome": outcome},
-    }
+    return with_outcome(row, driver.finish(resource_of(row)))
 
 
 OTHER_FREE_WAIT_SECONDS = 120.0

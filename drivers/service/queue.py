@@ -534,27 +534,56 @@ def _remaining(wait: Wait, began: float) -> float | None:
     return None if wait.timeout is None else wait.timeout - (time.monotonic() - began)
 
 
-def _sleep_until(ctx: Drivers, starts: datetime, wait: Wait, what: str, began: float) -> None:
-    """`--reservation ID --wait` before the window: sleep to its start (Ctrl-C ends it)."""
+@dataclass(frozen=True)
+class _Pending:
+    """What a claim still waits for: said in its progress line, refused in its timeout."""
+
+    what: str
+    timed_out: Callable[[str], ShoalError]  # the error, given how long it waited
+    left: float | None = None  # seconds until it comes by itself, when known
+
+
+def _wait_until(
+    wait: Wait, began: float, look: Callable[[], _Pending | None], tidy: Callable[[], None]
+) -> None:
+    """Poll `look` a tick at a time until it says nothing is pending, within `--timeout`,
+    reporting progress; `tidy` runs after each sleep."""
     from providers.core.timeutil import human_duration as span
 
     told = False
     while True:
-        left = (starts - ctx.ledger.clock()).total_seconds()
-        if left <= 0:
+        pending = look()
+        if pending is None:
             return
         waited = time.monotonic() - began
         remaining = _remaining(wait, began)
         if remaining is not None and remaining <= 0:
-            raise RetryableError(
-                f"timed out after {span(waited)} waiting for "
-                f"{what} (in {span(left)})"
-            )
+            raise pending.timed_out(span(waited))
         if wait.progress is not None and (wait.redraw or not told):
             told = True
-            wait.progress(WaitState(what, 0, waited, remaining))
-        step = min(TICK_SECONDS, left, remaining if remaining is not None else left)
+            wait.progress(WaitState(pending.what, 0, waited, remaining))
+        step = min(TICK_SECONDS, *(s for s in (pending.left, remaining) if s is not None))
         time.sleep(max(0.0, step))
+        tidy()
+
+
+def _sleep_until(ctx: Drivers, starts: datetime, wait: Wait, what: str, began: float) -> None:
+    """`--reservation ID --wait` before the window: sleep to its start (Ctrl-C ends it)."""
+    from providers.core.timeutil import human_duration as span
+
+    def look() -> _Pending | None:
+        left = (starts - ctx.ledger.clock()).total_seconds()
+        if left <= 0:
+            return None
+        return _Pending(
+            what,
+            lambda waited: RetryableError(
+                f"timed out after {waited} waiting for {what} (in {span(left)})"
+            ),
+            left,
+        )
+
+    _wait_until(wait, began, look, lambda: None)
 
 
 def _wait_out(
@@ -563,28 +592,22 @@ def _wait_out(
     """`--reservation ID --wait` at or after the window's start: wait until the allocations
     past their lifetime that still hold its room have ended (a workload in its SIGTERM
     grace, a `free` still stopping it), cleaning up as any command would meanwhile."""
-    from providers.core.timeutil import human_duration as span
 
-    told = False
-    while True:
+    def look() -> _Pending | None:
         held_by = ctx.ledger.in_the_way(alloc_id, fits)
         if not held_by:
-            return
-        waited = time.monotonic() - began
-        remaining = _remaining(wait, began)
-        if remaining is not None and remaining <= 0:
-            raise NoCapacityError(
-                f"timed out after {span(waited)} waiting for "
-                f"reservation {alloc_id}'s room: still held by {', '.join(held_by[:3])}, past "
-                "its lifetime and being stopped"
-            )
-        if wait.progress is not None and (wait.redraw or not told):
-            told = True
-            what = f"reservation {alloc_id}'s room ({', '.join(held_by[:3])} still stopping)"
-            wait.progress(WaitState(what, 0, waited, remaining))
-        step = TICK_SECONDS if remaining is None else min(TICK_SECONDS, remaining)
-        time.sleep(max(0.0, step))
-        _tidy(ctx)  # records an expiry (stopping what its supervisor left) or a dead shoal's
+            return None
+        holders = ", ".join(held_by[:3])
+        return _Pending(
+            f"reservation {alloc_id}'s room ({holders} still stopping)",
+            lambda waited: NoCapacityError(
+                f"timed out after {waited} waiting for reservation {alloc_id}'s room: "
+                f"still held by {holders}, past its lifetime and being stopped"
+            ),
+        )
+
+    # Each tidy records an expiry (stopping what its supervisor left) or a dead shoal's row.
+    _wait_until(wait, began, look, lambda: _tidy(ctx))
 
 
 @contextlib.contextmanager

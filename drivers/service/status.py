@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.ledger import book as L
 from drivers.ledger.book import Allocation
-from drivers.service.context import Drivers, capacity, describe, resource_of
+from drivers.service.context import Drivers, capacity, describe, resource_of, with_outcome
 from drivers.service.recovery import recover
 from drivers.spec.views import StatusView, Summary
 from providers.core.errors import LedgerWriteError, ShoalError, UsageError
@@ -54,7 +54,7 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
                 note = exit_note(ended)
                 moved = ctx.ledger.set_status(
                     row.id, L.EXITED, note=note, expect=(L.ALLOCATED,),
-                    state=_with_outcome(row, ended),
+                    state=with_outcome(row, ended),
                 )  # fmt: skip
                 if moved:
                     view = replace(view, status=L.EXITED, note=note)
@@ -93,16 +93,6 @@ def _ended_by_itself(detail: dict[str, Any] | None) -> dict[str, Any] | None:
         "signal": detail.get("signal"),
         "ended": detail.get("finished"),
         "reason": detail.get("reason") or "exited",
-    }
-
-
-def _with_outcome(row: Allocation, outcome: dict[str, Any]) -> dict[str, Any] | None:
-    if row.state is None:
-        return None
-    meta = row.state.get("metadata")
-    return {
-        **row.state,
-        "metadata": {**(meta if isinstance(meta, dict) else {}), "outcome": outcome},
     }
 
 
