@@ -45,12 +45,13 @@ def _leave_workers(code: object) -> None:
     settled by the launch-in-doubt recovery). Teardown would end that thread mid-call, which
     on some stacks aborts the process (glibc's "FATAL: exception not rethrown", exit -6)
     instead of the exit the command chose. The outcome is printed and decided: flush, go."""
-    import threading
+    import sys
 
-    if threading.active_count() <= 1:
+    # A worker needs `threading`: a command that never imported it (most) pays no import here.
+    threading = sys.modules.get("threading")
+    if threading is None or threading.active_count() <= 1:
         return
     import os
-    import sys
 
     for stream in (sys.stdout, sys.stderr):
         try:
