@@ -56,8 +56,13 @@ class ShoalGroup(TyperGroup):
                 sys.exit(ExitCode.USAGE)
             return ExitCode.USAGE
         try:
+            self._finished = False
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
+            if code == ExitCode.INTERRUPTED and self._finished:
+                # The command had finished (its output is out) when a Ctrl-C reached Typer's
+                # wrapper, which makes it a silent Exit(130): the outcome stands.
+                code = ExitCode.OK
         except click.exceptions.NoArgsIsHelpError as exc:
             sys.stderr.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
             code = ExitCode.USAGE
@@ -77,9 +82,23 @@ class ShoalGroup(TyperGroup):
             sys.exit(code)
         return code
 
+    def make_context(self, info_name: str | None, args: list[str], *a: Any, **kw: Any) -> Any:
+        """Typer turns a Ctrl-C while the arguments are parsed into a silent Exit(130); as an
+        Abort it is answered like any other (`shoal: error: interrupted`)."""
+        import click
+
+        try:
+            return super().make_context(info_name, args, *a, **kw)
+        except KeyboardInterrupt:
+            raise click.exceptions.Abort() from None
+
+    _finished = False  # the invoked command returned (set per run by `main`)
+
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
+            self._finished = True
+            return done
         except ShoalError as exc:
             for earlier in exc.earlier:
                 output.error(earlier)

@@ -15,6 +15,7 @@ INTERRUPTED = 130  # cli.exit_codes.ExitCode.INTERRUPTED, which may not be impor
 def main() -> None:
     import sys
 
+    sys.unraisablehook = _unraisable
     try:
         from cli.app import build_app
 
@@ -67,6 +68,19 @@ def _leave_workers(code: object) -> None:
         sys.stderr.flush()
         status = 1
     os._exit(status)
+
+
+def _unraisable(unraisable: object) -> None:
+    """A Ctrl-C that lands in a callback Python cannot raise from (importlib's module-lock
+    weakref callback, during the imports at start) is printed by Python as "Exception
+    ignored in ..." with a traceback, and the command goes on. The command's own outcome
+    answers for it (done, or interrupted at the next instant); the traceback is noise. Any
+    other unraisable error is Python's to print, as before."""
+    import sys
+
+    if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
+        return
+    sys.__unraisablehook__(unraisable)  # type: ignore[arg-type]
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
