@@ -11,11 +11,11 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-FORMATS = ("table", "wide", "json", "yaml")
-_chosen = {"format": "table"}
+FORMATS = ("table", "wide", "json", "yaml", "name")
+_chosen: dict[str, Any] = {"format": "table", "headers": True}
 # Off a terminal, a progress line at most this often (besides the milestones): enough for a
 # CI log to show life, few enough that a long pull stays readable.
 PROGRESS_INTERVAL_SECONDS = 10.0
@@ -25,10 +25,23 @@ progress_clock: Callable[[], float] = time.monotonic
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def select(as_json: bool, output_format: str | None) -> bool:
-    """Record the output format a command was asked for (`--json`, `--output FORMAT`);
-    True when it is structured (json or yaml), which `emit_json` then writes."""
+def select(
+    as_json: bool,
+    output_format: str | None,
+    *,
+    quiet: bool = False,
+    no_headers: bool = False,
+) -> bool:
+    """Record the output format a command was asked for (`--json`, `-o FORMAT`, `-q` as
+    `-o name`, `--no-headers`); True when it is structured (json or yaml), which
+    `emit_json` then writes. `names()` tells a command to print ids only."""
     from providers.core.errors import UsageError
+
+    if quiet:
+        if as_json or output_format not in (None, "name"):
+            raise UsageError("-q prints ids only; drop --json/-o with it (or use -o name)")
+        output_format = "name"
+    _chosen["headers"] = not no_headers
 
     if output_format is not None and not output_format.strip():
         # `--output "$FORMAT"` with FORMAT unset: a table where a script reads JSON.
@@ -40,6 +53,17 @@ def select(as_json: bool, output_format: str | None) -> bool:
         raise UsageError(f"--json and --output {chosen} disagree; give one of them")
     _chosen["format"] = chosen
     return chosen in ("json", "yaml")
+
+
+def names() -> bool:
+    """`-o name` / `-q`: the command prints its ids (or names), one per line."""
+    return _chosen["format"] == "name"
+
+
+def emit_names(ids: Iterable[str]) -> None:
+    """One id per line on stdout, nothing else (`xargs shoal free`)."""
+    sys.stdout.write("".join(f"{printable(one)}\n" for one in ids))
+    sys.stdout.flush()
 
 
 def wide() -> bool:
@@ -346,7 +370,14 @@ def table(
     needed = sum(max([len(c), *(len(r[i]) for r in cells)]) + 3 for i, c in enumerate(columns))
     width = max(needed, len(title or "")) + 4 if piped else None
     console = Console(highlight=False, soft_wrap=False, width=width, file=stream)
-    out = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
+    headers = bool(_chosen["headers"])
+    out = Table(
+        title=title if headers else None,
+        box=box.SIMPLE_HEAD if headers else None,
+        title_justify="left",
+        show_edge=False,
+        show_header=headers,
+    )
     for i, name in enumerate(columns):
         values = [r[i] for r in rows if r[i] is not None]
         numeric = bool(values) and all(isinstance(c, (int, float)) for c in values)

@@ -12,7 +12,7 @@ from cli import output
 from cli.commands.alloc_definition import build_definition, parse_pairs
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
-from cli.commands.options import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, LongOutputOpt
 from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 
@@ -105,7 +105,7 @@ def alloc(
         ),
     ] = None,
     as_json: JsonOpt = False,
-    output_format: OutputOpt = None,
+    output_format: LongOutputOpt = None,
 ) -> None:
     """Allocate a resource from a definition and print its id.
 

@@ -59,9 +59,25 @@ OutputOpt = Annotated[
     str | None,
     typer.Option(
         "--output",
+        "-o",
         metavar="FORMAT",
-        help="table, wide (more columns), json (as --json) or yaml.",
+        help="table, wide (more columns), json (as --json), yaml, or name (one id per line).",
     ),
+]
+# alloc keeps `-o KEY=VALUE` for driver options (the ssh/mount habit): --output is long only.
+LongOutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        metavar="FORMAT",
+        help="table, json (as --json) or yaml.",
+    ),
+]
+NoHeadersOpt = Annotated[
+    bool, typer.Option("--no-headers", help="Tables without their header line (for awk, cut).")
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Only ids, one per line (as -o name).")
 ]
 StartOpt = Annotated[
     str | None,
