@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 FORMATS = ("table", "wide", "json", "yaml", "name")
@@ -57,7 +59,7 @@ def select(
 
 def names() -> bool:
     """`-o name` / `-q`: the command prints its ids (or names), one per line."""
-    return _chosen["format"] == "name"
+    return bool(_chosen["format"] == "name")
 
 
 def emit_names(ids: Iterable[str]) -> None:
@@ -68,7 +70,7 @@ def emit_names(ids: Iterable[str]) -> None:
 
 def wide() -> bool:
     """`--output wide`: tables add the columns a narrow terminal leaves out."""
-    return _chosen["format"] == "wide"
+    return bool(_chosen["format"] == "wide")
 
 
 def emit_json(data: Any) -> None:
@@ -147,18 +149,26 @@ def rate(count: float, seconds: float) -> str:
     return f"{human_bytes(count / seconds)}/s" if seconds > 0 else "? B/s"
 
 
+BAR_WIDTH = (10, 40)  # a progress bar's narrowest and widest; narrower still, no bar
+LABEL_MIN = 12  # a progress label is shortened with `…` down to this, then the bar goes
+
+
 def _progress_bar() -> Any:
-    """A transient rich progress display on stderr: description, bar, amount, rate, ETA.
-    Amounts are bytes unless a task's description says " rows" (paged APIs count items)."""
+    """A transient rich progress display on stderr, one line per task: description, bar,
+    amount, rate, ETA. The line fits the terminal as it is at each redraw: the description
+    is shortened with `…` and the bar narrows or goes; the figures are never cut (a line
+    wider than the terminal would wrap into a new line at every redraw). Amounts are bytes
+    unless a task's description says " rows" (paged APIs count items)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
         DownloadColumn,
         Progress,
-        TextColumn,
+        ProgressColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
+    from rich.table import Column, Table
     from rich.text import Text
 
     class Amount(DownloadColumn):
@@ -175,15 +185,49 @@ def _progress_bar() -> Any:
                 return super().render(task)
             return Text(f"{human_bytes(speed)}/s")
 
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        Amount(),
-        Rate(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    console = Console(stderr=True)
+    figures = (Amount(), Rate(), TimeRemainingColumn())
+
+    class Line(ProgressColumn):
+        """The whole line of a task, laid out for the console's width at each redraw."""
+
+        def render(self, task: Any) -> Any:
+            # One cell spare: a line that fills the last column wraps on some terminals.
+            width = console.width - 1
+            shown = [column.render(task) for column in figures]
+            # Narrower than its figures, the line leaves out the ETA, then the rate.
+            while len(shown) > 1 and Text(" ").join(shown).cell_len > width:
+                shown.pop()
+            numbers = Text(" ").join(shown)
+            room = width - numbers.cell_len - 1  # for the label and the bar
+            label = printable(str(task.description))
+            bar = BAR_WIDTH[0] if room - 1 - BAR_WIDTH[0] >= min(_width(label), LABEL_MIN) else 0
+            label = _shorten(label, room - (bar + 1 if bar else 0))
+            if bar:
+                bar = min(BAR_WIDTH[1], room - _width(label) - 1)
+            parts: list[Any] = [Text(label)] if room >= LABEL_MIN // 2 else []
+            if bar:
+                parts.append(BarColumn(bar_width=bar).render(task))
+            parts.append(numbers)
+            line = Table.grid(*(Column(no_wrap=True) for _ in parts), padding=(0, 1))
+            line.add_row(*parts)
+            return line
+
+    return Progress(Line(), console=console, transient=True)
+
+
+def status_line(before: str, label: str, endings: Sequence[str]) -> str:
+    """`before` `label` and the first of `endings` (the figures, from the fullest wording to
+    the tersest) that fits one line of the terminal on stderr: a line redrawn in place must
+    never wrap, or each redraw starts a new line. When none fits, the tersest one with the
+    label shortened with `…`; the figures are never cut."""
+    width = _terminal_width(sys.stderr) - 1  # a line that fills the last cell may wrap
+    for ending in endings:
+        line = f"{before}{label}{ending}"
+        if _width(line) <= width:
+            return line
+    room = width - _width(before) - _width(endings[-1])
+    return f"{before}{_shorten(label, max(1, room))}{endings[-1]}"
 
 
 class ByteProgress(Protocol):
@@ -346,57 +390,334 @@ def error(text: str) -> None:
     sys.stderr.write(f"shoal: error: {printable(text)}\n")
 
 
+@dataclass(frozen=True)
+class Col:
+    """A table column, and what a narrow terminal may do with it to fit. Piped output and
+    `-o wide` show every column whole, one row per line; on a terminal nothing but free text
+    is ever shortened, and nothing is broken inside a word: a column that does not fit
+    narrows, moves or is left out, in this order:
+
+    - `free` (free text, a note): shortened with `…` to the room its row leaves it;
+      `wrap` (prose): broken between words onto more lines of its row;
+    - `group`: its value heads the rows that share it, on a line of its own (a sub-header;
+      the text is `group` with the value in `{}`), when the rows come grouped by it;
+    - `below`: it moves onto a line of its own under its row (free text still shortened,
+      other text broken between words);
+    - `drop`: it is left out, the lowest number first (stderr says which).
+    """
+
+    name: str
+    drop: int | None = None
+    free: bool = False
+    wrap: bool = False
+    below: bool = False
+    group: str | None = None
+    right: bool | None = None  # None: right-aligned when every value is a number
+
+
+class Figure(str):
+    """A number given as text (a quantity such as `23.54`): shown as it is, right-aligned."""
+
+    __slots__ = ()
+
+
+SEPARATOR = "  "  # between columns
+LEAD = " "  # before every line of a table but its title and rule
+GROUP_INDENT = "  "  # rows under a sub-header
+BELOW_INDENT = "    "  # a row's value on a line of its own
+RULE = "─"  # under the header, as wide as the table
+FREE_MIN = 12  # free text narrower than this moves under its row (or is left out)
+
+
+@dataclass
+class _Plan:
+    """Which columns a terminal shows where, and the width free text gets."""
+
+    shown: list[int]
+    grouped: list[int] = field(default_factory=list)
+    below: list[int] = field(default_factory=list)
+    dropped: list[int] = field(default_factory=list)
+    limits: dict[int, int] = field(default_factory=dict)
+
+
 def table(
     title: str | None,
-    columns: Sequence[str],
+    columns: Sequence[str | Col],
     rows: Sequence[Sequence[Any]],
     *,
     keep: Sequence[int] = (0,),
     wrap: int | None = None,
     stderr: bool = False,
 ) -> None:
-    """A table on stdout (on stderr with `stderr`: an explanation beside the data). On a
-    terminal it fits the width: the `keep` columns (IDs, statuses) are never cut, the `wrap`
-    column (notes) gives way first and wraps, the rest shrink as Rich decides. Piped, every
-    row stays on one line (grep, awk, cut)."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+    """A table on stdout (on stderr with `stderr`: an explanation beside the data).
 
+    Piped, or with `-o wide`, every column is shown whole and every row stays on one line
+    (grep, awk, cut; `-o wide` may be wider than the terminal rather than cut anything).
+    On a terminal the table fits its width as `Col` describes; a column without a `Col`
+    saying otherwise is never cut, moved or left out (`keep`, for ids and statuses, says
+    so too). `wrap` names a column of prose, broken between words to fit: without it (and
+    without any `Col`), the widest text column that `keep` does not name.
+    """
     stream = sys.stderr if stderr else sys.stdout
-    piped = not stream.isatty()
-    cells = [["—" if v is None else _cell(v) for v in row] for row in rows]
-    # Piped output has no width to fit: wide enough that nothing wraps.
-    needed = sum(max([len(c), *(len(r[i]) for r in cells)]) + 3 for i, c in enumerate(columns))
-    width = max(needed, len(title or "")) + 4 if piped else None
-    console = Console(highlight=False, soft_wrap=False, width=width, file=stream)
+    cols = [c if isinstance(c, Col) else Col(c) for c in columns]
+    cells = [[None if v is None else _cell(v) for v in row] for row in rows]
+    right = [
+        _numeric(c.right, [row[i] for row in rows if row[i] is not None])
+        for i, c in enumerate(cols)
+    ]
+    if wrap is None and not any(isinstance(c, Col) for c in columns):
+        # A caller that says nothing: its widest text column (but a kept one) is prose.
+        text = [i for i in range(len(cols)) if i not in keep and not right[i]]
+        wrap = max(text, key=lambda i: max((_width(r[i] or "") for r in cells), default=0),
+                   default=None)  # fmt: skip
+    if wrap is not None:
+        cols[wrap] = replace(cols[wrap], wrap=True)
+    for i in keep:
+        if 0 <= i < len(cols):
+            cols[i] = replace(cols[i], drop=None, free=False, wrap=False, below=False)
+    natural = [
+        max([_width(c.name), *(_width(r[i] or "") for r in cells)]) for i, c in enumerate(cols)
+    ]
+    terminal = stream.isatty()
+    width = _terminal_width(stream) if terminal and not wide() else None
+    plan = _fit(cols, cells, natural, width)
     headers = bool(_chosen["headers"])
-    out = Table(
-        title=title if headers else None,
-        box=box.SIMPLE_HEAD if headers else None,
-        title_justify="left",
-        show_edge=False,
-        show_header=headers,
+    shown = title if headers else None
+    lines = _draw(shown, cols, cells, natural, right, plan, width, headers, terminal)
+    stream.write("".join(f"{line}\n" for line in lines))
+    stream.flush()
+    if plan.dropped:
+        left_out = ", ".join(_left_out(cols[i].name, [r[i] for r in cells]) for i in plan.dropped)
+        said = f"not shown at {width} columns: {left_out} (-o wide shows them)"
+        for part in _wrap(said, width):
+            message(part)
+
+
+def _numeric(forced: bool | None, values: list[Any]) -> bool:
+    if forced is not None:
+        return forced
+    return bool(values) and all(
+        isinstance(v, Figure) or (isinstance(v, (int, float)) and not isinstance(v, bool))
+        for v in values
     )
-    for i, name in enumerate(columns):
-        values = [r[i] for r in rows if r[i] is not None]
-        numeric = bool(values) and all(isinstance(c, (int, float)) for c in values)
-        longest = max([len(name), *(len(r[i]) for r in cells)])
-        out.add_column(
-            name,
-            justify="right" if numeric else "left",
-            no_wrap=piped or i != wrap,
-            # With a column to wrap, every other one keeps its width: the wrap gives way.
-            min_width=longest if i in keep or (wrap is not None and i != wrap) else None,
-            overflow="fold" if i == wrap else "ellipsis",
-            ratio=1 if i == wrap else None,
-        )
+
+
+def _left_out(name: str, values: list[str | None]) -> str:
+    """A left-out column's name, with its value when every row has the same one."""
+    distinct = set(values)
+    if len(distinct) == 1 and None not in distinct:
+        return f"{name} ({distinct.pop()})"
+    return name
+
+
+def _terminal_width(stream: Any) -> int:
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError):
+        return 80
+
+
+def _fit(
+    cols: list[Col], cells: list[list[str | None]], natural: list[int], width: int | None
+) -> _Plan:
+    """Where each column goes on a terminal `width` wide (None: piped or wide, all whole)."""
+    plan = _Plan(shown=list(range(len(cols))))
+    if width is None or _row_width(plan, natural) <= width:
+        return plan
+    # The narrowest each column can be: free text down to FREE_MIN, prose to its longest
+    # word, the rest as wide as their widest value.
+    floor = list(natural)
+    for i, col in enumerate(cols):
+        if col.free:
+            floor[i] = min(natural[i], max(FREE_MIN, _width(col.name)))
+        elif col.wrap:
+            words = [_width(w) for r in cells for w in (r[i] or "").split()]
+            floor[i] = min(natural[i], max([_width(col.name), FREE_MIN, *words]))
+    groups = [i for i, c in enumerate(cols) if c.group is not None]
+    if _row_width(plan, floor) <= width:
+        groups = []  # narrowing the text is enough
+    if groups and _contiguous([tuple(r[i] for i in groups) for r in cells]):
+        plan.grouped = groups
+        plan.shown = [i for i in plan.shown if i not in groups]
+    steps: list[tuple[str, int]] = [
+        ("below", i) for i in reversed(range(len(cols))) if cols[i].below
+    ]
+    droppable = [i for i, c in enumerate(cols) if c.drop is not None]
+    steps += [("drop", i) for i in sorted(droppable, key=lambda i: cols[i].drop or 0)]
+    for step, i in steps:
+        if _row_width(plan, floor) <= width:
+            break
+        if i not in plan.shown:
+            continue
+        plan.shown.remove(i)
+        (plan.below if step == "below" else plan.dropped).append(i)
+    # What can narrow gets what the other columns leave, shared (at least its floor).
+    narrows = [i for i in plan.shown if floor[i] < natural[i]]
+    if narrows:
+        fixed = _row_width(plan, [0 if i in narrows else n for i, n in enumerate(natural)])
+        share = max(0, width - fixed) // len(narrows)
+        for i in narrows:
+            plan.limits[i] = min(natural[i], max(share, floor[i]))
+    return plan
+
+
+def _contiguous(keys: list[tuple[str | None, ...]]) -> bool:
+    """Whether rows with the same key come together (one sub-header per key)."""
+    runs = sum(1 for i, key in enumerate(keys) if i == 0 or key != keys[i - 1])
+    return runs == len(set(keys))
+
+
+def _row_width(plan: _Plan, widths: Sequence[int]) -> int:
+    shown = [widths[i] for i in plan.shown]
+    indent = len(GROUP_INDENT) if plan.grouped else 0
+    return len(LEAD) + indent + sum(shown) + len(SEPARATOR) * max(0, len(shown) - 1)
+
+
+def _draw(
+    title: str | None,
+    cols: list[Col],
+    cells: list[list[str | None]],
+    natural: list[int],
+    right: list[bool],
+    plan: _Plan,
+    width: int | None,
+    headers: bool,
+    terminal: bool,
+) -> list[str]:
+    style = _styles(terminal)
+    widths = [plan.limits.get(i, n) for i, n in enumerate(natural)]
+    indent = LEAD + (GROUP_INDENT if plan.grouped else "")
+
+    def line(values: list[str]) -> str:
+        parts = [
+            _pad(_shorten(v, widths[i]), widths[i], right[i])
+            for i, v in zip(plan.shown, values, strict=True)
+        ]
+        return (indent + SEPARATOR.join(parts)).rstrip()
+
+    def row_lines(values: list[str]) -> list[str]:
+        """A row's line, and more where prose is broken between words."""
+        parts = [
+            _wrap(v, widths[i]) if cols[i].wrap else [v]
+            for i, v in zip(plan.shown, values, strict=True)
+        ]
+        depth = max((len(p) for p in parts), default=1)
+        return [line([p[n] if n < len(p) else "" for p in parts]) for n in range(depth)]
+
+    out: list[str] = []
+    widest = 0  # of the header and the rows: the rule's width
+    group: tuple[str | None, ...] | None = None
     for row in cells:
-        out.add_row(*row)
-    console.print(out, markup=False)
+        if plan.grouped:
+            key = tuple(row[i] for i in plan.grouped)
+            if key != group:
+                group = key
+                text = "  ".join(
+                    (cols[i].group or "{}").format("—" if v is None else v)
+                    for i, v in zip(plan.grouped, key, strict=True)
+                )
+                out.append(style("1", (LEAD + text).rstrip()))
+        shown = row_lines(["—" if row[i] is None else str(row[i]) for i in plan.shown])
+        widest = max([widest, *(_width(part) for part in shown)])
+        out += shown
+        for i in plan.below:
+            value = row[i]
+            if value is None:
+                continue
+            room = None if width is None else width - len(indent + BELOW_INDENT)
+            if cols[i].free:
+                out.append(indent + BELOW_INDENT + _shorten(value, room))
+            else:
+                out += [indent + BELOW_INDENT + part for part in _wrap(value, room)]
+    top: list[str] = []
+    if title:
+        top += [style("3", part) for part in _wrap(title, width, breaks=" /")]
+    if headers:
+        head = line([cols[i].name for i in plan.shown])
+        top += [style("1", head), RULE * max(widest, _width(head))]
+    return top + out
+
+
+def _styles(terminal: bool) -> Callable[[str, str], str]:
+    """Bold headers and an italic title on a terminal that shows them."""
+    if not terminal or os.environ.get("TERM", "dumb") == "dumb" or "NO_COLOR" in os.environ:
+        return lambda code, text: text
+    return lambda code, text: f"\x1b[{code}m{text}\x1b[0m" if text else text
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    gap = " " * max(0, width - _width(text))
+    return gap + text if right else text + gap
+
+
+def _shorten(text: str, width: int | None) -> str:
+    """`text` in at most `width` cells, its end replaced by `…` when it does not fit: at a
+    space when one leaves most of the room used (a time or an id in a note stays whole or
+    goes whole)."""
+    if width is None or _width(text) <= width:
+        return text
+    out, used = "", 0
+    for ch in text:
+        w = _char_width(ch)
+        if used + w > width - 1:
+            break
+        out += ch
+        used += w
+    space = out.rfind(" ")
+    if text[len(out) : len(out) + 1] != " " and space >= width // 2:
+        out = out[:space]
+    return out.rstrip() + "…"
+
+
+def _wrap(text: str, width: int | None, breaks: str = " ") -> list[str]:
+    """`text` in lines of at most `width` cells, broken only after a character of `breaks`
+    (a word longer than the width stays whole: it is never cut)."""
+    if width is None or _width(text) <= width:
+        return [text]
+    pieces = re.findall(rf"[^{re.escape(breaks)}]*(?:[{re.escape(breaks)}]+|$)", text)
+    lines: list[str] = []
+    current = ""
+    for piece in filter(None, pieces):
+        if current and _width(current + piece.rstrip()) > width:
+            lines.append(current.rstrip())
+            current = ""
+        current += piece
+    if current.strip():
+        lines.append(current.rstrip())
+    return lines
+
+
+def _char_width(ch: str) -> int:
+    import unicodedata
+
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _width(text: str) -> int:
+    """Terminal cells `text` takes (wide characters two, combining marks none)."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(ch) for ch in text)
 
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:g}" if value.is_integer() else f"{value:.4g}"
-    return printable(str(value))
+        return number_text(value)
+    # One line per row: a line break or tab in a value (a note) is a space in a table.
+    return re.sub(r"[\r\n\t]+", " ", printable(str(value)))
+
+
+def number_text(value: float) -> str:
+    """A number as JSON writes it (every digit it holds, never an exponent): a table cell
+    shows the figure the JSON of the same command holds."""
+    if value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        text = f"{value:.15f}".rstrip("0").rstrip(".")
+    return text

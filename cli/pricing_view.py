@@ -6,22 +6,31 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cli import output
+from cli.output import Col
 
 if TYPE_CHECKING:
     from providers.models import ResourcePricing
     from providers.query import PricingAnswer
 
 
+# Hourly prices by class, in kubectl's short words (the JSON has the spec's names).
+PRICE_COLUMNS = (Col("od /h", right=True), Col("spot /h", right=True), Col("sched /h", right=True))
+
+
 def render_pricing(answer: PricingAnswer, as_json: bool) -> None:
     from providers.core.wire import format_time, to_wire
     from providers.models import ResourcePricing
 
+    failed = [ResourcePricing(provider=f.provider, error=f.message) for f in answer.failures]
+    if answer.error is not None:  # every provider failed: the error says each, once
+        if as_json:
+            output.emit_json(to_wire(failed))
+        raise answer.error
     for failure in answer.failures:
         output.warn(failure.message)
     if answer.window is not None:
         _render_window(answer.window, as_json)
         return
-    failed = [ResourcePricing(provider=f.provider, error=f.message) for f in answer.failures]
     if as_json:
         output.emit_json(to_wire([*answer.now, *failed]))
         return
@@ -34,30 +43,45 @@ def render_pricing(answer: PricingAnswer, as_json: bool) -> None:
             *_shape(row.pricing.shapes.get(row.instance_type)),
             *_prices(row.item),
             row.pricing.currency or "USD",
-            output.short_time(format_time(row.pricing.as_of)) if row.pricing.as_of else None,
+            format_time(row.pricing.as_of) if row.pricing.as_of else None,
         ]
         for row in rows
     ]
-    columns = [
-        "Provider",
-        "Region",
-        "Type",
-        "vCPUs",
-        "GiB",
-        "GPU",
-        "On-demand /h",
-        "Spot /h",
-        "Scheduled /h",
-        "Currency",
-        "As of (UTC)",
-    ]
-    output.table("pricing", columns, table_rows, keep=(2,))
+    _price_table(table_rows)
     _pool_table(answer.now)
     _notes(answer.now)
     if any(r.pricing.provider == "local" and all(v is None for v in _prices(r.item)) for r in rows):
         output.message(
             "— = no price known; for the local provider, set [local.pricing] in the config file"
         )
+
+
+def _price_table(rows: list[list[Any]]) -> None:
+    """Rows of [provider, region, type, vCPUs, GiB, GPU, 3 prices, currency, as of]. On a
+    narrow terminal the provider, region, currency and age head their rows (rows grouped
+    by them), then the shapes are left out (GiB, vCPUs, GPU): never a price, type or
+    region. `-o wide` adds the fetch time."""
+    from cli.render import age
+    from providers.core.timeutil import utcnow
+
+    now = utcnow()
+    one_currency = len({r[9] for r in rows}) <= 1
+    columns = [
+        Col("Provider", group="{}"),
+        Col("Region", group="{}"),
+        Col("Type"),
+        Col("vCPUs", drop=3),
+        Col("GiB", drop=2),
+        Col("GPU", drop=4),
+        *PRICE_COLUMNS,
+        Col("Currency", group="{}", drop=1 if one_currency else None),
+        Col("Age", group="as of {} ago", drop=0),
+    ]
+    wide = output.wide()
+    if wide:
+        columns.append(Col("As of (UTC)"))
+    shown = [[*r[:10], age(r[10], now), *([r[10]] if wide else [])] for r in rows]
+    output.table("pricing", columns, shown)
 
 
 def _render_window(points: dict[str, ResourcePricing], as_json: bool) -> None:
@@ -72,8 +96,13 @@ def _render_window(points: dict[str, ResourcePricing], as_json: bool) -> None:
         for at, p in points.items()
         for name, item in sorted(p.items.items())
     ]
-    columns = ["At", "Region", *(["Kind"] if kinds else []), "Type"]
-    output.table("pricing", [*columns, "On-demand /h", "Spot /h", "Scheduled /h"], rows)
+    columns = [
+        Col("At", group="{}"),
+        Col("Region", group="{}"),
+        *([Col("Kind", group="{}")] if kinds else []),
+        Col("Type"),
+    ]
+    output.table("pricing", [*columns, *PRICE_COLUMNS], rows)
     methods = sorted({p.method for p in points.values() if p.method})
     if methods:
         output.message(f"forecast method: {', '.join(methods)} (see README 'Forecasts')")
@@ -99,7 +128,16 @@ def _pool_table(results: Sequence[ResourcePricing]) -> None:
         for pool in p.pools
     ]
     if rows:
-        columns = ["Region", "Pool", "Nodes", "Spot", "$/h", "Used $/h", "Idle $/h", "Unpriced"]
+        columns = [
+            Col("Region", group="{}"),
+            Col("Pool"),
+            Col("Nodes"),
+            Col("Spot"),
+            Col("$/h"),
+            Col("Used $/h"),
+            Col("Idle $/h"),
+            Col("Unpriced", drop=1),
+        ]
         output.table("pool costs", columns, rows)
 
 

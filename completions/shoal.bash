@@ -55,24 +55,26 @@ _shoal_words() {
 _shoal_valued() {
     case "$cmd" in
         alloc) valued=' --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --output ' ;;
-        'catalog export') valued=' --provider -p --output -o ' ;;
-        'catalog import') valued=' --output ' ;;
-        'catalog status') valued=' --output ' ;;
+        'catalog export') valued=' --provider -p --file ' ;;
+        'catalog import') valued=' --output -o ' ;;
+        'catalog status') valued=' --output -o ' ;;
         completion) valued='  ' ;;
-        config) valued=' --output ' ;;
-        drivers) valued=' --output ' ;;
-        free) valued=' --remote --output ' ;;
-        'image list') valued=' --out --output ' ;;
-        'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --output ' ;;
-        'image rm') valued=' --out --output ' ;;
+        'config check') valued='  ' ;;
+        'config show') valued=' --output -o ' ;;
+        drivers) valued=' --output -o ' ;;
+        free) valued=' --remote --output -o ' ;;
+        'image list') valued=' --out --output -o ' ;;
+        'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --output -o ' ;;
+        'image rm') valued=' --out --output -o ' ;;
         logs) valued=' --tail -n ' ;;
-        pricing) valued=' --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output ' ;;
-        regions) valued=' --provider -p --context --output ' ;;
-        resources) valued=' --provider -p --region -r --select -s --start --end --max-age --context --output ' ;;
-        status) valued=' --remote --driver -d --status --sort --output ' ;;
+        pricing) valued=' --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output -o ' ;;
+        regions) valued=' --provider -p --context --output -o ' ;;
+        resources) valued=' --provider -p --region -r --select -s --start --end --max-age --context --output -o ' ;;
+        status) valued=' --remote --driver -d --status --sort --selector -l --output -o ' ;;
         task) valued=' --options --output ' ;;
-        types) valued=' --provider -p --region -r --select -s --sort --limit --max-age --context --output ' ;;
+        types) valued=' --provider -p --region -r --select -s --sort --limit --max-age --context --output -o ' ;;
         version) valued='  ' ;;
+        wait) valued=' --for --timeout --output -o ' ;;
         *) valued=' --home --config ' ;;
     esac
 }
@@ -100,7 +102,7 @@ _shoal() {
         fi
         case "$cmd" in
             "") cmd="$w" ;;
-            catalog|image) cmd="$cmd $w" ;;
+            catalog|config|image) cmd="$cmd $w" ;;
             *) ((npos++)) ;;
         esac
         _shoal_valued
@@ -109,10 +111,12 @@ _shoal() {
     if [[ -n $skip ]]; then
         case "$cmd:$skip" in
             alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws container docker ec2 kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
-            alloc:--output|'catalog import:--output'|'catalog status:--output'|config:--output|drivers:--output|free:--output|'image list:--output'|'image pull:--output'|'image rm:--output'|pricing:--output|regions:--output|resources:--output|status:--output|types:--output) _shoal_words 'table wide json yaml' ;;
+            alloc:--output) _shoal_words 'table json yaml' ;;
             'catalog export:--provider'|'catalog export:-p'|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
+            'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;
             status:--status) _shoal_words 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED EXITED' ;;
             task:--output) _shoal_words 'json yaml' ;;
+            wait:--for) _shoal_words 'ended allocated' ;;
         esac
         return 0
     fi
@@ -125,33 +129,38 @@ _shoal() {
             logs) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
-            '') _shoal_words 'alloc catalog completion config drivers free image logs pricing regions resources status task types version' ;;
+            wait) _shoal_reply < <(_shoal_values ids) ;;
+            '') _shoal_words 'alloc catalog completion config drivers free image logs pricing regions resources status task types version wait' ;;
             catalog) _shoal_words 'export import status' ;;
+            config) _shoal_words 'check show' ;;
             image) _shoal_words 'list pull rm' ;;
         esac
         ((${#COMPREPLY[@]})) && return 0
     fi
     case "$cmd" in
         alloc) _shoal_words '--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --wait --timeout --at --reservation --json --output --help -h' ;;
-        'catalog export') _shoal_words '--provider -p --output -o --json --help -h' ;;
-        'catalog import') _shoal_words '--json --output --help -h' ;;
-        'catalog status') _shoal_words '--json --output --help -h' ;;
+        'catalog export') _shoal_words '--provider -p --file --json --help -h' ;;
+        'catalog import') _shoal_words '--json --output -o --help -h' ;;
+        'catalog status') _shoal_words '--json --output -o --no-headers --quiet -q --help -h' ;;
         completion) _shoal_words '--help -h' ;;
-        config) _shoal_words '--json --output --help -h' ;;
-        drivers) _shoal_words '--json --output --help -h' ;;
-        free) _shoal_words '--expired --remote --json --output --help -h' ;;
-        'image list') _shoal_words '--out --json --output --help -h' ;;
-        'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output --help -h' ;;
-        'image rm') _shoal_words '--out --json --output --help -h' ;;
+        'config check') _shoal_words '--help -h' ;;
+        'config show') _shoal_words '--json --output -o --help -h' ;;
+        drivers) _shoal_words '--json --output -o --no-headers --quiet -q --help -h' ;;
+        free) _shoal_words '--expired --remote --json --output -o --help -h' ;;
+        'image list') _shoal_words '--out --json --output -o --no-headers --quiet -q --help -h' ;;
+        'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output -o --help -h' ;;
+        'image rm') _shoal_words '--out --json --output -o --help -h' ;;
         logs) _shoal_words '--follow -f --tail -n --help -h' ;;
-        pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --available --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
-        regions) _shoal_words '--provider -p --refresh --offline --context --json --output --help -h' ;;
-        resources) _shoal_words '--provider -p --region -r --select -s --start --end --refresh --offline --max-age --context --json --output --help -h' ;;
-        status) _shoal_words '--all --remote --driver -d --status --sort --watch -w --json --output --help -h' ;;
+        pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --available --start --end --refresh --offline --max-age --context --json --output -o --no-headers --quiet -q --help -h' ;;
+        regions) _shoal_words '--provider -p --refresh --offline --context --json --output -o --no-headers --quiet -q --help -h' ;;
+        resources) _shoal_words '--provider -p --region -r --select -s --start --end --refresh --offline --max-age --context --json --output -o --no-headers --help -h' ;;
+        status) _shoal_words '--all --remote --driver -d --status --sort --selector -l --watch -w --json --output -o --no-headers --quiet -q --help -h' ;;
         task) _shoal_words '--options --json --output --help -h' ;;
-        types) _shoal_words '--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --output --help -h' ;;
+        types) _shoal_words '--provider -p --region -r --select -s --sort --limit --refresh --offline --max-age --context --json --output -o --no-headers --quiet -q --help -h' ;;
         version) _shoal_words '--help -h' ;;
+        wait) _shoal_words '--for --timeout --json --output -o --help -h' ;;
         catalog) _shoal_words '--help -h' ;;
+        config) _shoal_words '--json --output -o --help -h' ;;
         image) _shoal_words '--help -h' ;;
         '') _shoal_words '--home --config --version -V --help -h' ;;
     esac

@@ -76,7 +76,7 @@ function __shoal_state --description 'command path, positionals, --home/--config
         end
         if test -z "$cmd"
             set cmd $w
-        else if contains -- $cmd catalog image
+        else if contains -- $cmd catalog config image
             set cmd "$cmd $w"
         else
             set npos (math $npos + 1)
@@ -85,41 +85,45 @@ function __shoal_state --description 'command path, positionals, --home/--config
             case alloc
                 set valued --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --output
             case "catalog export"
-                set valued --provider -p --output -o
+                set valued --provider -p --file
             case "catalog import"
-                set valued --output
+                set valued --output -o
             case "catalog status"
-                set valued --output
+                set valued --output -o
             case completion
                 set valued 
-            case config
-                set valued --output
+            case "config check"
+                set valued 
+            case "config show"
+                set valued --output -o
             case drivers
-                set valued --output
+                set valued --output -o
             case free
-                set valued --remote --output
+                set valued --remote --output -o
             case "image list"
-                set valued --out --output
+                set valued --out --output -o
             case "image pull"
-                set valued --sum --name --version --tag --out --user --lock-timeout --output
+                set valued --sum --name --version --tag --out --user --lock-timeout --output -o
             case "image rm"
-                set valued --out --output
+                set valued --out --output -o
             case logs
                 set valued --tail -n
             case pricing
-                set valued --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output
+                set valued --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output -o
             case regions
-                set valued --provider -p --context --output
+                set valued --provider -p --context --output -o
             case resources
-                set valued --provider -p --region -r --select -s --start --end --max-age --context --output
+                set valued --provider -p --region -r --select -s --start --end --max-age --context --output -o
             case status
-                set valued --remote --driver -d --status --sort --output
+                set valued --remote --driver -d --status --sort --selector -l --output -o
             case task
                 set valued --options --output
             case types
-                set valued --provider -p --region -r --select -s --sort --limit --max-age --context --output
+                set valued --provider -p --region -r --select -s --sort --limit --max-age --context --output -o
             case version
                 set valued 
+            case wait
+                set valued --for --timeout --output -o
             case '*'
                 set valued
         end
@@ -130,7 +134,7 @@ complete -c shoal -f
 complete -c shoal -n '__shoal_is ""' -a alloc -d 'Allocate a resource from a definition and print its id'
 complete -c shoal -n '__shoal_is ""' -a catalog -d 'Show, export and import the cached cloud catalogs'
 complete -c shoal -n '__shoal_is ""' -a completion -d 'Print a shell\'s completion script (bash, zsh, fish)'
-complete -c shoal -n '__shoal_is ""' -a config -d 'Show the files, engine and variables this shoal would use'
+complete -c shoal -n '__shoal_is ""' -a config -d 'Show what shoal would use, or check the config file'
 complete -c shoal -n '__shoal_is ""' -a drivers -d 'List the driver instances (name/instance) to allocate on'
 complete -c shoal -n '__shoal_is ""' -a free -d 'Free allocations and record each; freeing twice is harmless'
 complete -c shoal -n '__shoal_is ""' -a image -d 'Pull, list and remove images (unpacked archives)'
@@ -142,6 +146,7 @@ complete -c shoal -n '__shoal_is ""' -a status -d 'Show one allocation, reconcil
 complete -c shoal -n '__shoal_is ""' -a task -d 'Run a driver task on an allocation and print its JSON result'
 complete -c shoal -n '__shoal_is ""' -a types -d 'List the provider\'s instance types: vCPUs, memory and GPUs'
 complete -c shoal -n '__shoal_is ""' -a version -d 'Print shoal\'s version'
+complete -c shoal -n '__shoal_is ""' -a wait -d 'Wait until allocations end and print their exit codes'
 complete -c shoal -n '__shoal_is ""' -l home -r -F -d 'Keep config, state, cache and data here'
 complete -c shoal -n '__shoal_is ""' -l config -r -F -d 'Config file (TOML)'
 complete -c shoal -n '__shoal_is ""' -l version -s V -d 'Print the version'
@@ -161,7 +166,7 @@ complete -c shoal -n '__shoal_is alloc' -l timeout -r -d 'With --wait: give up a
 complete -c shoal -n '__shoal_is alloc' -l at -r -d 'Book the capacity for [TIME, TIME+lifetime) instead of allocating now (RFC 3339, a date, now, +2h); prints the reservation\'s id'
 complete -c shoal -n '__shoal_is alloc' -l reservation -r -d 'Claim this reservation (from its start): allocate with the capacity it booked; flags and DEFINITION add to the booked definition'
 complete -c shoal -n '__shoal_is alloc' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is alloc' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is alloc' -l output -r -f -a 'table json yaml' -d 'table, json (as --json) or yaml'
 complete -c shoal -n '__shoal_is alloc' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at alloc 0' -F -d 'definition'
 complete -c shoal -n '__shoal_is catalog' -l help -s h -d 'Show help and exit'
@@ -169,27 +174,37 @@ complete -c shoal -n '__shoal_is catalog' -a export -d 'Write a provider\'s cach
 complete -c shoal -n '__shoal_is catalog' -a import -d 'Load exported catalogs; local data newer than the file\'s is kept'
 complete -c shoal -n '__shoal_is catalog' -a status -d 'Show what is cached: provider, region, fetch time, age, staleness'
 complete -c shoal -n '__shoal_is "catalog export"' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Provider to export'
-complete -c shoal -n '__shoal_is "catalog export"' -l output -s o -r -F -d 'File to write (.gz compresses); default stdout'
-complete -c shoal -n '__shoal_is "catalog export"' -l json -d 'With --output: print what was written where, as JSON'
+complete -c shoal -n '__shoal_is "catalog export"' -l file -r -F -d 'File to write (.gz compresses); default stdout'
+complete -c shoal -n '__shoal_is "catalog export"' -l json -d 'With --file: print what was written where, as JSON'
 complete -c shoal -n '__shoal_is "catalog export"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is "catalog import"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is "catalog import"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "catalog import"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "catalog import"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is "catalog import"' -F -d 'file'
 complete -c shoal -n '__shoal_is "catalog status"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is "catalog status"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "catalog status"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is "catalog status"' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is "catalog status"' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is "catalog status"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is completion' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is config' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is config' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is config' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is config' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is config' -a check -d 'Check the config file without running anything'
+complete -c shoal -n '__shoal_is config' -a show -d 'Show the files, engine and variables this shoal would use'
+complete -c shoal -n '__shoal_is "config check"' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is "config show"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
+complete -c shoal -n '__shoal_is "config show"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is "config show"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is drivers' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is drivers' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is drivers' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is drivers' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is drivers' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is drivers' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is free' -l expired -d 'Free every allocation past its lifetime'
 complete -c shoal -n '__shoal_is free' -l remote -r -f -a 'aws container docker ec2 kubernetes podman process test (__shoal_values drivers)' -d 'Free ID in DRIVER\'s shared backend even if another machine made it (see status --remote); with --expired, what it holds past its expiry (aws)'
 complete -c shoal -n '__shoal_is free' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is free' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is free' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is free' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is free' -f -a '(__shoal_values ids)' -d 'allocation'
 complete -c shoal -n '__shoal_is image' -l help -s h -d 'Show help and exit'
@@ -198,7 +213,9 @@ complete -c shoal -n '__shoal_is image' -a pull -d 'Download, verify and unpack 
 complete -c shoal -n '__shoal_is image' -a rm -d 'Remove an image (waits for a pull of it in progress)'
 complete -c shoal -n '__shoal_is "image list"' -l out -r -F -d 'Images dir (default: the data dir\'s images/)'
 complete -c shoal -n '__shoal_is "image list"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is "image list"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "image list"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is "image list"' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is "image list"' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is "image list"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is "image pull"' -l sum -r -d 'Expected checksum ALGO:HEX (sha256, sha512; md5, sha1 warn)'
 complete -c shoal -n '__shoal_is "image pull"' -l name -r -d 'Image name (default: from the file name, up to the last \'-\')'
@@ -210,11 +227,11 @@ complete -c shoal -n '__shoal_is "image pull"' -l password-stdin -d 'Read the pa
 complete -c shoal -n '__shoal_is "image pull"' -l force -d 'Pull again even if the image is in place'
 complete -c shoal -n '__shoal_is "image pull"' -l lock-timeout -r -d 'Seconds to wait for another pull of the same image (default 600)'
 complete -c shoal -n '__shoal_is "image pull"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is "image pull"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "image pull"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image pull"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is "image rm"' -l out -r -F -d 'Images dir (default: the data dir\'s images/)'
 complete -c shoal -n '__shoal_is "image rm"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is "image rm"' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "image rm"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image rm"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at "image rm" 0' -f -a '(__shoal_values images)' -d 'image'
 complete -c shoal -n '__shoal_is logs' -l follow -s f -d 'Keep printing what it writes until it ends (or Ctrl-C)'
@@ -223,7 +240,7 @@ complete -c shoal -n '__shoal_is logs' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at logs 0' -f -a '(__shoal_values ids)' -d 'allocation'
 complete -c shoal -n '__shoal_is pricing' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Catalog provider(s) to ask; comma-separate to compare, e.g. aws,azure,gcp'
 complete -c shoal -n '__shoal_is pricing' -l region -s r -r -d 'Region name (repeatable); \'all\' for every region. None: the regions already cached (prices), or the provider\'s default region'
-complete -c shoal -n '__shoal_is pricing' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\''
+complete -c shoal -n '__shoal_is pricing' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\'. Or a JSON list in the upstream Selector shape (operators In, NotIn, Exists, DoesNotExist, Gt, Gte, Lt, Lte): --select \'[{"key":"gpu","operator":"In","values":["H100"]}]\''
 complete -c shoal -n '__shoal_is pricing' -l sort -r -d 'Sort rows by price, spot_price, scheduled_price, name, region, provider, vcpus, memory_gib, gpu, gpu_count or gpu_memory_gib; prefix \'-\' for descending'
 complete -c shoal -n '__shoal_is pricing' -l limit -r -d 'Show at most N rows'
 complete -c shoal -n '__shoal_is pricing' -l available -d 'Only types your account has quota to launch now (aws, azure, gcp: needs credentials, as `resources` does)'
@@ -234,18 +251,22 @@ complete -c shoal -n '__shoal_is pricing' -l offline -d 'Never fetch: answer fro
 complete -c shoal -n '__shoal_is pricing' -l max-age -r -d 'Refuse cached data older than this (e.g. 6h, 2d)'
 complete -c shoal -n '__shoal_is pricing' -l context -r -d 'kubeconfig context (kubernetes provider)'
 complete -c shoal -n '__shoal_is pricing' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is pricing' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is pricing' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is pricing' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is pricing' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is pricing' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is regions' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Catalog provider to ask'
 complete -c shoal -n '__shoal_is regions' -l refresh -d 'Fetch provider data now, even if the cache is fresh'
 complete -c shoal -n '__shoal_is regions' -l offline -d 'Never fetch: answer from the cache only'
 complete -c shoal -n '__shoal_is regions' -l context -r -d 'kubeconfig context (kubernetes provider)'
 complete -c shoal -n '__shoal_is regions' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is regions' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is regions' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is regions' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is regions' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is regions' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is resources' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Catalog provider to ask'
 complete -c shoal -n '__shoal_is resources' -l region -s r -r -d 'Region name (repeatable); \'all\' for every region. None: the regions already cached (prices), or the provider\'s default region'
-complete -c shoal -n '__shoal_is resources' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\''
+complete -c shoal -n '__shoal_is resources' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\'. Or a JSON list in the upstream Selector shape (operators In, NotIn, Exists, DoesNotExist, Gt, Gte, Lt, Lte): --select \'[{"key":"gpu","operator":"In","values":["H100"]}]\''
 complete -c shoal -n '__shoal_is resources' -l start -r -d 'Window start: RFC 3339, a date (midnight UTC), now, or +2h / -1d: predictions'
 complete -c shoal -n '__shoal_is resources' -l end -r -d 'Window end, in the forms --start takes; defaults to --start'
 complete -c shoal -n '__shoal_is resources' -l refresh -d 'Fetch provider data now, even if the cache is fresh'
@@ -253,16 +274,20 @@ complete -c shoal -n '__shoal_is resources' -l offline -d 'Never fetch: answer f
 complete -c shoal -n '__shoal_is resources' -l max-age -r -d 'Refuse cached data older than this (e.g. 6h, 2d)'
 complete -c shoal -n '__shoal_is resources' -l context -r -d 'kubeconfig context (kubernetes provider)'
 complete -c shoal -n '__shoal_is resources' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is resources' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is resources' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is resources' -l no-headers -d 'Tables without their header line (for awk, cut)'
 complete -c shoal -n '__shoal_is resources' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is status' -l all -d 'Also list freed and failed ones'
 complete -c shoal -n '__shoal_is status' -l remote -r -f -a 'aws container docker ec2 kubernetes podman process test (__shoal_values drivers)' -d 'List what DRIVER\'s shared backend holds for shoal, from any machine (kubernetes: pods and jobs; container: the engine\'s containers; aws: the region\'s instances)'
 complete -c shoal -n '__shoal_is status' -l driver -s d -r -f -a 'aws container docker ec2 kubernetes podman process test (__shoal_values drivers)' -d 'Only this driver (test) or instance (test/dev)'
 complete -c shoal -n '__shoal_is status' -l status -r -f -a 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED EXITED' -d 'Only these statuses (repeat or comma-separate; implies --all)'
 complete -c shoal -n '__shoal_is status' -l sort -r -d 'Sort by id, driver, status, cpu, ram, created, expires or updated; prefix \'-\' for descending'
-complete -c shoal -n '__shoal_is status' -l watch -s w -d 'Refresh the list in place every 2 s (a terminal)'
+complete -c shoal -n '__shoal_is status' -l selector -s l -r -d 'Only allocations whose metadata (alloc --meta) matches: KEY=VALUE, KEY!=VALUE, KEY in (A,B), KEY notin (A,B), KEY, !KEY (repeat or comma-separate: all must match)'
+complete -c shoal -n '__shoal_is status' -l watch -s w -d 'Follow the list: on a terminal redrawn every 2 s; piped (or with -o json, -q) printed once, then a line per allocation that changed'
 complete -c shoal -n '__shoal_is status' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is status' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is status' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is status' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is status' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is status' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at status 0' -f -a '(__shoal_values ids)' -d 'allocation'
 complete -c shoal -n '__shoal_is task' -l options -r -d 'Task options as a JSON object'
@@ -272,7 +297,7 @@ complete -c shoal -n '__shoal_is task' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at task 0' -f -a '(__shoal_values ids)' -d 'allocation'
 complete -c shoal -n '__shoal_is types' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Catalog provider to ask'
 complete -c shoal -n '__shoal_is types' -l region -s r -r -d 'Region name (repeatable); \'all\' for every region. None: the regions already cached (prices), or the provider\'s default region'
-complete -c shoal -n '__shoal_is types' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\''
+complete -c shoal -n '__shoal_is types' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\'. Or a JSON list in the upstream Selector shape (operators In, NotIn, Exists, DoesNotExist, Gt, Gte, Lt, Lte): --select \'[{"key":"gpu","operator":"In","values":["H100"]}]\''
 complete -c shoal -n '__shoal_is types' -l sort -r -d 'Sort by a selector key; prefix \'-\' for descending'
 complete -c shoal -n '__shoal_is types' -l limit -r -d 'Show at most N rows'
 complete -c shoal -n '__shoal_is types' -l refresh -d 'Fetch provider data now, even if the cache is fresh'
@@ -280,6 +305,14 @@ complete -c shoal -n '__shoal_is types' -l offline -d 'Never fetch: answer from 
 complete -c shoal -n '__shoal_is types' -l max-age -r -d 'Refuse cached data older than this (e.g. 6h, 2d)'
 complete -c shoal -n '__shoal_is types' -l context -r -d 'kubeconfig context (kubernetes provider)'
 complete -c shoal -n '__shoal_is types' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
-complete -c shoal -n '__shoal_is types' -l output -r -f -a 'table wide json yaml' -d 'table, wide (more columns), json (as --json) or yaml'
+complete -c shoal -n '__shoal_is types' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is types' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is types' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is types' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is version' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is wait' -l for -r -f -a 'ended allocated' -d 'ended (exited, expired, freed, failed...: anything but holding or booked) or allocated'
+complete -c shoal -n '__shoal_is wait' -l timeout -r -d 'Give up after this long (e.g. 30s, 10m; exit 75). Default: no limit'
+complete -c shoal -n '__shoal_is wait' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
+complete -c shoal -n '__shoal_is wait' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is wait' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is wait' -f -a '(__shoal_values ids)' -d 'allocation'

@@ -23,17 +23,50 @@ def quantity(value: float) -> str:
         return str(int(value))
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
+
 # RFC 3339 timestamp -> ResourceItem
 ScheduledResourceItem = dict[str, ResourceItem]
 
 
 @dataclass
+class AWSRegion:
+    """The upstream Go `types.AWSRegion`: an aws region, optionally one zone of it."""
+
+    region: str = field(default="")
+    zone: str = field(omitempty=True, default="")
+
+
+@dataclass
+class KubernetesRegion:
+    """The upstream Go `types.KubernetesRegion`: the kubeconfig context asked, its cluster,
+    and the namespace the context works in."""
+
+    context: str = field(omitempty=True, default="")
+    cluster: str = field(omitempty=True, default="")
+    namespace: str = field(omitempty=True, default="")
+
+
+@dataclass
 class RegionSpec:
-    """A provider's region; `name` is provider-specific (`local`, `us-east-1`, a context)."""
+    """A provider's region; `name` is provider-specific (`local`, `us-east-1`, a context).
+
+    The upstream Go `types.RegionSpec` (which catalog.txt leaves open) has one member per
+    provider instead (`aws`, `kubernetes`, `lambdaCloud`): a Go client decoding shoal's JSON
+    reads only those, so providers that have one fill it beside `name` (aws and kubernetes;
+    azure, gcp and local have no upstream member and print `name` alone)."""
 
     name: str = field(default="")
     zones: list[str] = field(omitempty=True, default_factory=list)
     location: str = field(omitempty=True, default="")
+    aws: AWSRegion | None = field(omitempty=True, default=None)
+    kubernetes: KubernetesRegion | None = field(omitempty=True, default=None)
+
+
+def aws_region(spec: RegionSpec) -> RegionSpec:
+    """`spec` with its upstream `aws` member (a region name; the zone only if one applies)."""
+    if spec.name and spec.aws is None:
+        spec.aws = AWSRegion(region=spec.name)
+    return spec
 
 
 @dataclass
@@ -43,7 +76,8 @@ class InstanceTypeSpec:
     where the shape came from (the provider's API, or shoal's built-in table of the
     provider's published sizes, with its date)."""
 
-    name: str = field(default="")
+    # Also written as upstream's `types.InstanceTypeSpec` member, `instanceType`.
+    name: str = field(default="", also=("instanceType",))
     vcpus: float | None = field(default=None)
     memory_gib: float | None = field(default=None)
     arch: str = field(default="")
@@ -56,11 +90,13 @@ class InstanceTypeSpec:
 
 @dataclass
 class Selector:
-    """One requirement: `key operator values`. Operators: = != > >= < <= in notin exists."""
+    """One requirement: `key operator values`, as upstream's Go `types.Selector` (`values`
+    always present). Operators: upstream's In, NotIn, Exists, DoesNotExist, and shoal's
+    numeric Gt, Gte, Lt, Lte (upstream has none; kubernetes names the first two alike)."""
 
     key: str = field(default="")
-    operator: str = field(default="exists")
-    values: list[str] = field(omitempty=True, default_factory=list)
+    operator: str = field(default="Exists")
+    values: list[str] = field(default_factory=list)
 
 
 @dataclass

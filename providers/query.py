@@ -96,6 +96,9 @@ class PricingAnswer:
     failures: list[ProviderFailure] = field(default_factory=list)
     # Rows after sort and limit, for tables (JSON regroups them into `now`).
     rows: list[Row] = field(default_factory=list)
+    # Every provider of several failed: the command's error (the last failure, the others
+    # in its `earlier`), raised once the failures are printed as JSON error entries.
+    error: ShoalError | None = None
 
 
 def check_window(start: datetime | None, end: datetime | None) -> None:
@@ -201,7 +204,8 @@ def resources(catalog: Catalog, query: Query) -> ResourcesAnswer:
 
 def pricing(providers: Sequence[str], open_catalog: OpenCatalog, query: Query) -> PricingAnswer:
     """Every provider's prices; with several, one that fails is a failure in the answer
-    (the others still answer) unless all fail, when the last failure is raised."""
+    (the others still answer); when all fail, `error` is the last failure, for the caller
+    to raise after showing them."""
     from providers.compare import flatten, regroup, sort_rows
 
     check_window(query.start, query.end)
@@ -231,7 +235,8 @@ def pricing(providers: Sequence[str], open_catalog: OpenCatalog, query: Query) -
         *others, last = answer.failures
         last.error.args = (last.message,)  # same kind (exit code), provider named once
         last.error.earlier = tuple(f.message for f in others)
-        raise last.error
+        answer.error = last.error
+        return answer
     rows = flatten(answer.now)
     if query.sort:
         rows = sort_rows(rows, query.sort)

@@ -21,5 +21,8 @@ KNOWN_KEYS = {**NUMERIC_KEYS, **STRING_KEYS}
 HELP = (
     "Filter with KEY OP VALUE: = != > >= < <=, 'KEY in (a,b)', 'KEY notin (a,b)', "
     "KEY (exists), !KEY (absent). Keys: " + ", ".join(sorted(KNOWN_KEYS)) + ". "
-    "Comma-separate or repeat; e.g. --select 'vcpus>=16,gpu in (H100,A100)'."
+    "Comma-separate or repeat; e.g. --select 'vcpus>=16,gpu in (H100,A100)'. "
+    "Or a JSON list in the upstream Selector shape (operators In, NotIn, Exists, "
+    """DoesNotExist, Gt, Gte, Lt, Lte): --select '[{"key":"gpu","operator":"In","""
+    """"values":["H100"]}]'."""
 )

@@ -17,6 +17,7 @@ from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from drivers.service import Drivers
     from drivers.service.queue import Wait
     from drivers.spec.views import AllocationView
 
@@ -163,7 +164,7 @@ def alloc(
                 span = "then" if when is not None else "now"
                 output.message(f"{result.driver}: {fits} such definitions fit {span}")
                 if result.choice is not None:
-                    _show_choice(result.driver, result.choice)
+                    _show_choice(result.driver, result.choice, svc)
             return
         if when is not None:
             from drivers.service import queue as scheduling
@@ -185,9 +186,16 @@ def alloc(
 CHOICE_ROWS = {"next": 3, "skipped": 10}
 
 
-def _show_choice(driver: str, choice: dict[str, Any]) -> None:
+def _show_choice(driver: str, choice: dict[str, Any], svc: "Drivers") -> None:
     """What the driver would take and why, on stderr (stdout keeps the count): the choice,
-    the next ones a fallback tries, the nearest cheaper ones with why each was skipped."""
+    the next ones a fallback tries, the nearest cheaper ones with why each was skipped.
+    A note the driver printed as a warning already is not said again."""
+    from cli.commands.driver_service import warned
+
+    def note(text: str) -> None:
+        said = f"{driver}: {text}"
+        if not warned(svc, said):
+            output.message(said)
 
     def row(item: dict[str, Any], verdict: str) -> list[Any]:
         gpus = (
@@ -234,9 +242,9 @@ def _show_choice(driver: str, choice: dict[str, Any]) -> None:
             f"{quota.get('needs'):g} each"
         )
     if capacity.get("note"):
-        output.message(f"{driver}: {capacity['note']}")
-    for note in choice.get("notes") or []:
-        output.message(f"{driver}: {note}")
+        note(str(capacity["note"]))
+    for text in choice.get("notes") or []:
+        note(str(text))
 
 
 def _check_values(
@@ -297,15 +305,25 @@ def _progress(waiting: "Wait | None") -> "Iterator[Wait | None]":
         from providers.core.timeutil import human_duration
 
         ahead = f"{state.ahead} ahead, " if state.ahead else ""
-        left = (
-            f"; gives up in {human_duration(state.remaining, style='clock')}"
-            if state.remaining is not None
-            else ""
-        )
         waited = human_duration(state.waited, style="clock")
-        line = f"waiting for {state.what}: {ahead}{waited} so far{left}"
+        remaining = (
+            None if state.remaining is None else human_duration(state.remaining, style="clock")
+        )
         if terminal:
-            sys.stderr.write(f"\r\x1b[2K{line} (Ctrl-C gives up)")
+            # Fitted to the terminal (a line that wraps starts a new line at each redraw):
+            # the hint goes first, then words; what it waits for is shortened last.
+            left = "" if remaining is None else f"; gives up in {remaining}"
+            terse = "" if remaining is None else f", {remaining} left"
+            line = output.status_line(
+                "waiting for ",
+                state.what,
+                [
+                    f": {ahead}{waited} so far{left} (Ctrl-C gives up)",
+                    f": {ahead}{waited} so far{left}",
+                    f": {ahead}{waited}{terse}",
+                ],
+            )
+            sys.stderr.write(f"\r\x1b[2K{line}")
             sys.stderr.flush()
             said[:] = [True]
         elif not said:

@@ -9,11 +9,22 @@ from providers.core.errors import UsageError, shown
 if TYPE_CHECKING:
     from drivers.spec.types import LabelDefinition
 
+# What kubectl's -o takes: a word alone, never a driver option (those are KEY=VALUE).
+_FORMATS = ("json", "yaml", "wide", "name", "table")
+
 
 def parse_pairs(values: list[str] | None, flag: str, parse_json: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for raw in values or []:
         key, sep, value = raw.partition("=")
+        wanted = raw.strip().lower()
+        if not sep and flag == "--option" and wanted in _FORMATS:
+            # The habit of kubectl's `-o json`, where -o is alloc's driver option (ssh's -o).
+            also = " or --json" if wanted == "json" else ""
+            raise UsageError(
+                f"-o {raw!r}: alloc's -o is a driver option (--option KEY=VALUE); for "
+                f"{wanted} output give --output {wanted}{also}"
+            )
         if not sep or not key:
             raise UsageError(f"{flag} {raw!r}: use KEY=VALUE")
         if parse_json:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli import output
-from cli.commands.options import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from cli.state import state
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ app = typer.Typer(
     \b
     Examples:
       shoal catalog status
-      shoal catalog export -p aws -o aws.json.gz
+      shoal catalog export -p aws --file aws.json.gz
       shoal catalog import aws.json.gz
     """,
     no_args_is_help=True,
@@ -36,15 +36,24 @@ def _cache(ctx: typer.Context) -> "CatalogCache":
 
 
 @app.command()
-def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
+def status(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
     """Show what is cached: provider, region, fetch time, age, staleness.
+
+    -q (-o name) prints PROVIDER/REGION, one per line.
 
     \b
     Examples:
       shoal catalog status
       shoal catalog status --json
+      shoal catalog status -q
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from providers import config
     from providers.core.timeutil import human_duration, utcnow
     from providers.core.wire import format_time
@@ -72,6 +81,9 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOp
     if as_json:
         output.emit_json(rows)
         return
+    if output.names():
+        output.emit_names(f"{r['provider']}/{r['region']}" for r in rows)
+        return
     output.table(
         "cached catalogs",
         ["Provider", "Region", "Fetched (UTC)", "Age", "Stale", "Types", "Source"],
@@ -98,29 +110,31 @@ def export_(
     provider: Annotated[str, typer.Option("--provider", "-p", help="Provider to export.")],
     output_file: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="File to write (.gz compresses); default stdout."),
+        typer.Option(
+            "--file", metavar="FILE", help="File to write (.gz compresses); default stdout."
+        ),
     ] = None,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="With --output: print what was written where, as JSON."),
+        typer.Option("--json", help="With --file: print what was written where, as JSON."),
     ] = False,
 ) -> None:
     """Write a provider's cached catalog (prices and history) to a file.
 
-    Without --output the export goes to stdout (it is JSON), so a pipe to another
+    Without --file the export goes to stdout (it is JSON), so a pipe to another
     machine's `shoal catalog import -` moves it.
 
     \b
     Examples:
-      shoal catalog export -p aws -o aws.json.gz
-      shoal catalog export -p aws -o aws.json --json
+      shoal catalog export -p aws --file aws.json.gz
+      shoal catalog export -p aws --file aws.json --json
       shoal catalog export -p aws | ssh runner shoal catalog import -
     """
     from providers.cloud import share
     from providers.core.errors import UsageError
 
     if as_json and output_file is None:
-        raise UsageError("--json reports a written file: add --output FILE (stdout is the export)")
+        raise UsageError("--json reports a written file: add --file FILE (stdout is the export)")
     document = share.export(_cache(ctx), provider)
     share.write(document, output_file, sys.stdout)
     if output_file is None:

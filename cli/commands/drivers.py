@@ -5,11 +5,17 @@ import json
 import typer
 
 from cli import output
-from cli.commands.options import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from cli.state import state
 
 
-def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputOpt = None) -> None:
+def drivers(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
     """List the driver instances (name/instance) to allocate on.
 
     Instances come from the config's [drivers] tables; a built-in driver with none
@@ -21,7 +27,7 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
       shoal drivers
       shoal --config ./ci.toml drivers --json
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from drivers.registry import aliases_of, driver_list
     from providers.core.errors import is_secret_name
 
@@ -38,6 +44,9 @@ def drivers(ctx: typer.Context, as_json: JsonOpt = False, output_format: OutputO
                 for name, cfg in listed.items()
             ]
         )
+        return
+    if output.names():
+        output.emit_names(listed)
         return
     output.table(
         "drivers",

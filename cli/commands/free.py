@@ -57,48 +57,45 @@ def free(
     if bool(ids) == expired:
         raise UsageError("give allocation IDs or --expired (not both)")
     svc = open_service(ctx)
-    code = 0
     try:
         if expired:
             results = (
                 service.free_expired_remote(svc, remote) if remote else service.free_expired(svc)
             )
-        elif len(ids) == 1:  # one: its error is the command's, as it always was
+        elif len(ids) == 1 and not as_json:  # one: its error is the command's, as always
             one = ids[0]
-            freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
-            results = [freed]
+            results = [service.free_remote(svc, remote, one) if remote else service.free(svc, one)]
         else:
-            results, code = _free_each(svc, ids, remote)
+            results = _free_each(svc, ids, remote)
     finally:
         flush_warnings(svc)
-    from drivers.spec.views import ERROR
-
-    if as_json:
-        shown = [r.to_json() for r in results]
-        output.emit_json(shown if expired or len(ids) > 1 else shown[0])
-    else:
-        for r in results:
-            (output.error if r.status == ERROR else output.message)(r.message)
-    if code or any(r.status == ERROR for r in results):
-        raise typer.Exit(code or 1)
-
-
-def _free_each(
-    svc: "Drivers", ids: list[str], remote: str | None
-) -> "tuple[list[FreeResult], int]":
-    """Free every id, going on past failures; the first failure's exit code."""
     from cli.exit_codes import exit_code_for
+
+    for r in results:
+        if r.error is not None:
+            output.error(r.message)  # with --json too: stderr says what failed, in words
+        elif not as_json:
+            output.message(r.message)
+    if output.names():  # -o name: the ids freed, on stdout (docker rm's habit)
+        output.emit_names(r.id for r in results if r.error is None)
+    if as_json:
+        # Always an array, whatever the number of ids: one shape for scripts to read.
+        output.emit_json([r.to_json(exit_code_for) for r in results])
+    failures = [r.error for r in results if r.error is not None]
+    if failures:
+        raise typer.Exit(int(exit_code_for(failures[0])))
+
+
+def _free_each(svc: "Drivers", ids: list[str], remote: str | None) -> "list[FreeResult]":
+    """Free every id, going on past failures (each kept with its error)."""
     from drivers import service
-    from drivers.spec.views import ERROR, FreeResult
     from providers.core.errors import ShoalError
 
     results: list[FreeResult] = []
-    code = 0
     for one in ids:
         try:
             freed = service.free_remote(svc, remote, one) if remote else service.free(svc, one)
         except ShoalError as exc:
-            code = code or int(exit_code_for(exc))
-            freed = FreeResult(one, ERROR, False, str(exc))
+            freed = service.free_failed(svc, one, exc)
         results.append(freed)
-    return results, code
+    return results

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from cli import output
-from cli.commands.options import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from cli.state import state
 from providers.core.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 
@@ -154,15 +154,19 @@ def list_(
     out: OutOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """List the images in the images dir.
+
+    -q (-o name) prints NAME-VERSION, as `image rm` takes it.
 
     \b
     Examples:
       shoal image list
       shoal image list --out /srv/images --json
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from drivers.image.store import list_images
 
     out_dir, _ = _images_dir(ctx, out)
@@ -170,17 +174,37 @@ def list_(
     if as_json:
         output.emit_json(images)
         return
+    if output.names():
+        output.emit_names(Path(i["path"]).name for i in images)
+        return
+    from cli.output import Col
+    from cli.render import age
+    from providers.core.timeutil import utcnow
+
+    now = utcnow()
+    wide = output.wide()
+    # The checksum, whole, goes under its image on a narrow terminal; -o wide adds the
+    # time of the pull.
     output.table(
         f"images in {out_dir}",
-        ["Name", "Version", "Tag", "Unpacked bytes", "Pulled", "Checksum"],
+        [
+            "Name",
+            "Version",
+            "Tag",
+            "Unpacked bytes",
+            "Age",
+            Col("Checksum", below=True),
+            *(["Pulled (UTC)"] if wide else []),
+        ],
         [
             [
                 i["name"],
                 i["version"],
                 i["tag"] or None,
                 i["bytes_unpacked"],
-                i["pulled"],
-                i["checksum"][:23] or None,
+                age(i["pulled"], now),
+                i["checksum"] or None,
+                *([i["pulled"]] if wide else []),
             ]
             for i in images
         ],

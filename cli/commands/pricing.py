@@ -12,9 +12,11 @@ from cli.commands.options import (
     JsonOpt,
     LimitOpt,
     MaxAgeOpt,
+    NoHeadersOpt,
     OfflineOpt,
     OutputOpt,
     ProvidersOpt,
+    QuietOpt,
     RefreshOpt,
     RegionOpt,
     SelectOpt,
@@ -57,6 +59,8 @@ def pricing(
     context: ContextOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Show hourly on-demand, spot and scheduled prices per type.
 
@@ -71,7 +75,7 @@ def pricing(
       shoal pricing -p azure -r eastus --offline --json
       shoal pricing -p aws -r us-east-1 --select gpu=H100 --available
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from cli.pricing_view import render_pricing
     from providers import query
 
@@ -81,4 +85,15 @@ def pricing(
         lambda name: catalog_for(ctx, name, refresh, offline, max_age, context),
         wanted,
     )
+    if output.names():  # the type names, each once: what a script passes on
+        if answer.error is not None:
+            raise answer.error
+        for failure in answer.failures:
+            output.warn(failure.message)
+        if answer.window is not None:
+            names = [name for point in answer.window.values() for name in sorted(point.items)]
+        else:
+            names = [row.instance_type for row in answer.rows]
+        output.emit_names(dict.fromkeys(names))
+        return
     render_pricing(answer, as_json)

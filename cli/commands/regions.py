@@ -6,7 +6,16 @@ import typer
 
 from cli import output
 from cli.commands.catalog_query import catalog_for
-from cli.commands.options import ContextOpt, JsonOpt, OfflineOpt, OutputOpt, ProviderOpt, RefreshOpt
+from cli.commands.options import (
+    ContextOpt,
+    JsonOpt,
+    NoHeadersOpt,
+    OfflineOpt,
+    OutputOpt,
+    ProviderOpt,
+    QuietOpt,
+    RefreshOpt,
+)
 from providers.core.env import DEFAULT_PROVIDER
 
 if TYPE_CHECKING:
@@ -21,6 +30,8 @@ def regions(
     context: ContextOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """List the provider's regions (kubernetes: kubeconfig contexts).
 
@@ -30,15 +41,21 @@ def regions(
       shoal regions -p aws --json
       shoal regions -p kubernetes
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from providers.core.wire import to_wire
 
     found = catalog_for(ctx, provider, refresh, offline, context=context).list_regions()
     if as_json:
         output.emit_json(to_wire(found))
         return
+    if output.names():
+        output.emit_names(r.name for r in found)
+        return
+    from cli.output import Col
+
+    # Zones, a list, go under their region on a narrow terminal, wrapped between names.
     output.table(
         f"{provider} regions",
-        ["Region", "Location", "Zones"],
+        ["Region", "Location", Col("Zones", below=True)],
         [[r.name, r.location or None, ", ".join(r.zones) or None] for r in found],
     )

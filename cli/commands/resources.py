@@ -11,6 +11,7 @@ from cli.commands.options import (
     EndOpt,
     JsonOpt,
     MaxAgeOpt,
+    NoHeadersOpt,
     OfflineOpt,
     OutputOpt,
     ProviderOpt,
@@ -38,6 +39,7 @@ def resources(
     context: ContextOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
 ) -> None:
     """Show supply, allocated and allocatable resources.
 
@@ -56,7 +58,11 @@ def resources(
       shoal resources -p kubernetes --context prod
       shoal resources -p gcp --region all --select gpu=H100
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, no_headers=no_headers)
+    if output.names():
+        from providers.core.errors import UsageError
+
+        raise UsageError("resources lists figures, not named things: use -o json or a table")
     from providers import query
     from providers.core.wire import to_wire
 
@@ -75,17 +81,55 @@ def resources(
         return
     from cli.render import resource_rows
 
-    columns = ["At", "Region", "Level", "Class", "Resource", "Supply", "Allocated", "Allocatable"]
     if answer.window is not None:
-        rows = [
+        found = [
             [at, _region_name(res), *row]
             for at, res in answer.window.items()
             for row in resource_rows(res)
         ]
     else:
-        rows = [[_region_name(res), *row] for res in answer.now for row in resource_rows(res)]
-        columns = columns[1:]
-    output.table(f"{provider} resources", columns, rows)
+        found = [[_region_name(res), *row] for res in answer.now for row in resource_rows(res)]
+    _resource_table(f"{provider} resources", found, window=answer.window is not None)
+
+
+def _resource_table(title: str, found: list[list[Any]], window: bool) -> None:
+    """Rows of [at (window), region, level, class, scheduled at, resource, figures...]. The
+    region and level head their rows on a narrow terminal; a scheduled point says when it
+    comes (`in 2h`), and `-o wide` its time."""
+    from cli.output import Col
+    from cli.render import SCHEDULED, starts_in
+    from providers.core.timeutil import utcnow
+
+    now = utcnow()
+    lead = 1 if window else 0  # the window's point in time, first
+    scheduled = any(row[lead + 2] == SCHEDULED for row in found)
+    wide = output.wide()
+    columns = [
+        *([Col("At", group="at {}")] if window else []),
+        Col("Region", group="{}"),
+        Col("Level", group="{}"),
+        Col("Class"),
+        *([Col("When")] if scheduled else []),
+        Col("Resource"),
+        Col("Supply"),
+        Col("Allocated"),
+        Col("Allocatable"),
+        *([Col("When (UTC)")] if scheduled and wide else []),
+    ]
+    rows = []
+    for row in found:
+        head, (cls, at, *rest) = row[: lead + 2], row[lead + 2 :]
+        when = starts_in(at, now) if at else (None if window else "now")
+        rows.append(
+            [
+                *head,
+                cls,
+                *([when] if scheduled else []),
+                *rest,
+                *([at] if scheduled and wide else []),
+            ]
+        )
+    output.table(title, columns, rows)
 
 
 def _region_name(res: Any) -> str:

@@ -1,6 +1,8 @@
 """`status`: one allocation reconciled with its driver, or the list of them as a table
-(filtered, sorted, --remote, or redrawn in place with --watch)."""
+(filtered, by metadata too, sorted, --remote), or followed with --watch: redrawn in place
+on a terminal, its changes streamed line by line elsewhere."""
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -9,7 +11,7 @@ import typer
 from cli import output
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
-from cli.commands.options import JsonOpt, OutputOpt
+from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -54,45 +56,74 @@ def status(
             "prefix '-' for descending.",
         ),
     ] = None,
+    selectors: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--selector",
+            "-l",
+            metavar="SELECTOR",
+            help="Only allocations whose metadata (alloc --meta) matches: KEY=VALUE, "
+            "KEY!=VALUE, KEY in (A,B), KEY notin (A,B), KEY, !KEY (repeat or "
+            "comma-separate: all must match).",
+        ),
+    ] = None,
     watch: Annotated[
         bool,
-        typer.Option("--watch", "-w", help="Refresh the list in place every 2 s (a terminal)."),
+        typer.Option(
+            "--watch",
+            "-w",
+            help="Follow the list: on a terminal redrawn every 2 s; piped (or with -o "
+            "json, -q) printed once, then a line per allocation that changed.",
+        ),
     ] = False,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Show one allocation, reconciled with its driver, or list them.
 
     With an ID: its fields, the driver's own status and any drift between the two.
     Without: the allocations that have not ended (--all adds freed and failed ones),
-    filtered by --driver and --status and ordered by --sort.
+    filtered by --driver, --status and -l (metadata) and ordered by --sort. --watch
+    follows it until Ctrl-C (or the reader of a pipe goes): with -o json one object per
+    line, the list first, then each allocation whose status or note changed.
 
     \b
     Examples:
       shoal status
       shoal status process-35473a1e
-      shoal status --driver test --status allocated,failed --sort -created
-      shoal status --remote kubernetes --json
+      shoal status -l team=ml --status allocated,failed --sort -created
+      shoal status -w -o json | jq -r '.id + " " + .status'
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from drivers import service
 
     not_empty(remote, "--remote", "give a driver (see `shoal drivers`), or leave --remote out")
     not_empty(driver, "--driver", "give a driver or driver/instance, or leave --driver out")
     for given in statuses or []:
         not_empty(given, "--status", "give statuses such as allocated,failed")
-    listing = service.Listing.parse(driver, statuses, sort)
+    for given in selectors or []:
+        not_empty(given, "-l", "give a selector such as team=ml, or leave -l out")
+    listing = service.Listing.parse(driver, statuses, sort, selectors)
     if alloc_id is not None and not listing.is_plain():
-        raise UsageError("--driver, --status and --sort filter a list; give no ID with them")
+        raise UsageError("--driver, --status, -l and --sort filter a list; give no ID with them")
+    if remote is not None and listing.labels:
+        raise UsageError("-l filters this machine's ledger by metadata; drop it with --remote")
+    if watch:
+        _check_watch(alloc_id, remote, output_format)
     svc = open_service(ctx)
     if watch:
-        if as_json or alloc_id is not None or remote is not None or not sys.stdout.isatty():
-            raise UsageError("--watch refreshes the list table on a terminal; drop --json/ID")
-        _watch(svc, include_ended, listing)
+        if as_json or output.names() or not sys.stdout.isatty():
+            _stream(svc, include_ended, listing, as_json)
+        else:
+            _watch(svc, include_ended, listing)
         return
     if remote is not None:
         found = service.remote_allocations(svc, remote)
-        if as_json:
+        if output.names():
+            output.emit_names(str(row.get("id", "")) for row in found)
+        elif as_json:
             output.emit_json(found)
         else:
             from drivers.spec.views import Summary
@@ -101,8 +132,10 @@ def status(
             _allocation_table(f"{remote}: shoal's allocations (any machine)", shown)
         return
     try:
-        if alloc_id is None and as_json and listing.is_plain():
-            output.emit_json_rows(service.list_allocations_json(svc, include_ended=include_ended))
+        if alloc_id is None and as_json:
+            output.emit_json_rows(
+                service.list_allocations_json(svc, include_ended=include_ended, listing=listing)
+            )
             return
         if alloc_id is None:
             rows = service.list_allocations(svc, include_ended=include_ended, listing=listing)
@@ -111,10 +144,13 @@ def status(
     finally:
         flush_warnings(svc)
     if alloc_id is None:
-        if as_json:
-            output.emit_json([row.to_json() for row in rows])
+        if output.names():
+            output.emit_names(row.id for row in rows)
         else:
             _allocation_table("allocations", rows)
+        return
+    if output.names():
+        output.emit_names([one.allocation.id])
         return
     if as_json:
         output.emit_json(one.to_json())
@@ -131,6 +167,18 @@ def status(
 
 
 WATCH_SECONDS = 2.0
+
+
+def _check_watch(alloc_id: str | None, remote: str | None, output_format: str | None) -> None:
+    if alloc_id is not None:
+        raise UsageError(
+            "--watch follows the list; for one allocation, `shoal wait ID` waits for it to "
+            "end (or `--for allocated`)"
+        )
+    if remote is not None:
+        raise UsageError("--watch follows this machine's ledger; drop --remote")
+    if (output_format or "").strip().lower() == "yaml":
+        raise UsageError("--watch streams one JSON object per line: use -o json, not yaml")
 
 
 def _watch(svc: "Drivers", include_ended: bool, listing: "Listing") -> None:
@@ -152,17 +200,90 @@ def _watch(svc: "Drivers", include_ended: bool, listing: "Listing") -> None:
         sys.stdout.write("\n")
 
 
+def _stream(svc: "Drivers", include_ended: bool, listing: "Listing", as_json: bool) -> None:
+    """--watch piped, or as JSON lines or ids (kubectl get -w): the list once, then each
+    allocation whose status or note changed (one that leaves the list, freed, shows its
+    last status), until Ctrl-C or the reader of the pipe goes: exit 0 either way, and
+    nothing on stderr."""
+    import json
+
+    from drivers import service
+    from drivers.spec.views import Summary
+    from providers.core.errors import NotFoundError
+
+    shown: dict[str, tuple[Any, Any]] = {}
+    first = True
+    try:
+        while True:
+            changed = []
+            rows = service.list_allocation_objects(
+                svc, include_ended=include_ended, listing=listing
+            )
+            for row in rows:
+                now = (row.get("status"), row.get("note"))
+                if shown.get(row["id"]) != now:
+                    shown[row["id"]] = now
+                    changed.append(row)
+            listed = {row["id"] for row in rows}
+            for gone in [one for one in shown if one not in listed]:
+                del shown[gone]  # it left the list (freed, failed): its last word, once
+                with contextlib.suppress(NotFoundError):
+                    changed.append(service.status(svc, gone).to_json())
+            if as_json:
+                sys.stdout.writelines(
+                    json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+                    for row in changed
+                )
+            elif output.names():
+                output.emit_names(row["id"] for row in changed)
+            elif changed or first:
+                _allocation_table("allocations", [Summary.from_json(row) for row in changed])
+                if changed:
+                    # The rows that follow come without the table's header, as kubectl's do.
+                    output.select(False, "wide" if output.wide() else "table", no_headers=True)
+            first = False
+            sys.stdout.flush()
+            flush_warnings(svc)
+            svc.warnings.clear()
+            if _reader_gone(WATCH_SECONDS):
+                break
+    except KeyboardInterrupt:
+        return  # how a watch ends: nothing was interrupted
+    except BrokenPipeError:
+        pass
+    _stdout_to_devnull()
+
+
+def _reader_gone(seconds: float) -> bool:
+    """Sleep `seconds`, less if the reader of a piped stdout goes (`| head`): True then,
+    so a watch with nothing new to print still ends with its reader."""
+    import select
+    import time
+
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file (a test's capture): a plain sleep
+        time.sleep(seconds)
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # no event asked: only an error (no reader left) or a hang-up
+    return bool(poller.poll(int(seconds * 1000)))
+
+
+def _stdout_to_devnull() -> None:
+    """The reader went: nothing more to say, and nothing for the exit's flush to fail on."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _allocation_table(title: str, rows: "list[Summary]") -> None:
-    from cli.render import ALLOCATION_COLUMNS, WIDE_COLUMNS, allocation_rows
+    from cli.render import allocation_columns, allocation_rows
 
     if not rows:
         output.message("no allocations")
         return
     wide = output.wide()
-    output.table(
-        title,
-        ALLOCATION_COLUMNS + (WIDE_COLUMNS if wide else []),
-        allocation_rows(rows, wide),
-        keep=(0, 1, 2),
-        wrap=7,
-    )
+    output.table(title, allocation_columns(rows, wide), allocation_rows(rows, wide))

@@ -11,9 +11,11 @@ from cli.commands.options import (
     JsonOpt,
     LimitOpt,
     MaxAgeOpt,
+    NoHeadersOpt,
     OfflineOpt,
     OutputOpt,
     ProviderOpt,
+    QuietOpt,
     RefreshOpt,
     RegionOpt,
     SelectOpt,
@@ -38,6 +40,8 @@ def types(
     context: ContextOpt = None,
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
+    no_headers: NoHeadersOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """List the provider's instance types: vCPUs, memory and GPUs.
 
@@ -50,7 +54,7 @@ def types(
       shoal types -p aws -r us-east-1 --select gpu=H100 --sort -vcpus --limit 5
       shoal types -p gcp -r europe-west4 --select 'vcpus>=32' --json
     """
-    as_json = output.select(as_json, output_format)
+    as_json = output.select(as_json, output_format, quiet=quiet, no_headers=no_headers)
     from providers import query
     from providers.core.wire import to_wire
 
@@ -63,9 +67,25 @@ def types(
     if as_json:
         output.emit_json(to_wire(specs))
         return
+    if output.names():  # a type in several regions is named once
+        output.emit_names(dict.fromkeys(s.name for s in specs))
+        return
+    from cli.output import Col
+
+    # A narrow terminal heads the rows of a region with its name, then leaves out GPU
+    # memory and the architecture; never a type or a figure of its shape.
     output.table(
         f"{provider} instance types",
-        ["Type", "Region", "vCPUs", "Memory GiB", "Arch", "GPU", "GPUs", "GPU GiB"],
+        [
+            Col("Type"),
+            Col("Region", group="{}"),
+            Col("vCPUs"),
+            Col("Memory GiB"),
+            Col("Arch", drop=2),
+            Col("GPU"),
+            Col("GPUs"),
+            Col("GPU GiB", drop=1),
+        ],
         [
             [
                 s.name,

@@ -91,6 +91,10 @@ def _option_values(option: Any) -> tuple[list[str], str | None]:
         return [f for f in FORMATS if re.search(rf"\b{f}\b", option.help or "")], None
     if "--status" in option.opts:
         return list(ALL_STATUSES), None
+    import click
+
+    if isinstance(option.type, click.Choice):  # an Enum option: `wait --for ended|allocated`
+        return [str(choice) for choice in option.type.choices], None
     return [], None
 
 

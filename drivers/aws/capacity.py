@@ -87,9 +87,10 @@ def quota_count(
 
 
 def unchecked(plan: Plan, driver: str, reason: str, warn: Callable[[str], None]) -> int:
-    note = f"{driver}: {reason}; capacity not checked (AWS still refuses what is over)"
+    # The note is the plan's (its JSON says whose); the warning names the driver, once.
+    note = f"{reason}; capacity not checked (AWS still refuses what is over)"
     plan.capacity = {"checked": False, "note": note}
-    warn(note)
+    warn(f"{driver}: {note}")
     return UNLIMITED
 
 

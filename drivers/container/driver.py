@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from drivers.container import outcome
 from drivers.container.defaults import DEFAULTS, Config
 from drivers.container.images import UNSAFE_NAME, missing_image, resolve_image
-from drivers.spec.capacity import fit_count
+from drivers.spec.capacity import Totals, fit_count, never_fits
 from drivers.spec.types import (
     ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 MANAGED_BY = "dev.shoal.managed-by"
 ALLOCATION_LABEL = "dev.shoal.allocation"
-
-
 
 
 def generated_mac() -> str:
@@ -161,6 +159,16 @@ class ContainerDriver:
         if definition.resources.disks:
             raise UsageError("resources.disks: the container driver takes no disks")
 
+    def validate_booking(self, definition: LabelDefinition) -> None:
+        """A booking reserves capacity only: its image (and entry) may come with the claim."""
+        from drivers.container.model import ContainerOptions
+        from drivers.definitions.options import parse_options
+
+        _ = self.cfg
+        parse_options(ContainerOptions, definition.options, booking=True)
+        if definition.resources.disks:
+            raise UsageError("resources.disks: the container driver takes no disks")
+
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
         from drivers.definitions.options import check_meta_names
 
@@ -170,14 +178,29 @@ class ContainerDriver:
         cpus, ram = self._engine_totals()
         return self.cfg.cpu_limit or cpus, self.cfg.ram_limit or ram
 
-    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+    def totals(self) -> Totals:
+        """The most one container may ask: the configured limits, never above the engine's
+        own CPUs and memory (the limits may overcommit the engine, not one container)."""
         cpu, ram = self._limits()
         engine_cpus, engine_ram = self._engine_totals()
-        if req.resources.cpu > engine_cpus or req.resources.ram > engine_ram:
-            raise UsageError(
-                f"resources: cpu={req.resources.cpu} ram={req.resources.ram}GiB is more than "
-                f"the engine has (cpu={engine_cpus} ram={engine_ram}GiB)"
-            )
+        return Totals(
+            min(cpu, engine_cpus),
+            min(ram, engine_ram),
+            table=f'[drivers."{self._name}"]',
+            # A limit is what binds only where it is below the engine's own.
+            configured=tuple(
+                key
+                for key, limit, engine in (("cpu", cpu, engine_cpus), ("ram", ram, engine_ram))
+                if getattr(self.cfg, f"{key}_limit") and limit < engine
+            ),
+            source=f"the engine's (it has cpu={engine_cpus} ram={engine_ram}GiB)",
+        )
+
+    def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        cpu, ram = self._limits()
+        refusal = never_fits(self._name, self.totals(), req.resources)
+        if refusal is not None:
+            raise UsageError(refusal)
         return fit_count(
             cpu,
             ram,

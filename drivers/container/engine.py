@@ -33,6 +33,7 @@ from urllib.parse import quote, urlencode
 from drivers.container.engine_http import Cut, ProtocolError, Response, connect, send
 from providers.core.env import ENV_DOCKER_HOST
 from providers.core.errors import (
+    ConfigError,
     CredentialsError,
     NotFoundError,
     ProviderUnreachableError,
@@ -42,7 +43,7 @@ from providers.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from providers.core.http.policy import ErrorMap
+    from providers.core.http.policy import ErrorMap, Failure
 
 API = "/v1.41"
 _CANDIDATES = (
@@ -70,6 +71,24 @@ def engine_message(body: bytes, reason: str) -> tuple[str, str]:
     return "", str(value)
 
 
+# Podman 4.3 (Debian 12) asks the kernel for default ulimits above what a container may
+# raise to: every start fails with the runtime's "error setting rlimit type 7" (nofile) as an
+# HTTP 500. It is the engine's configuration, which no retry and no flag of ours changes: a
+# config error (78) naming the file to write, for Podman as root and rootless (root ignores
+# ~/.config/containers; README: Podman).
+ULIMITS_LINE = 'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]'
+RLIMIT_HINT = (
+    "container engine: the engine could not set the container's default ulimits (error "
+    f"setting rlimit): add {ULIMITS_LINE} under [containers] in "
+    "/etc/containers/containers.conf.d/shoal.conf (Podman as root) or "
+    "~/.config/containers/containers.conf (rootless), then restart `podman system service`"
+)
+
+
+def _rlimit_refused(failure: Failure) -> bool:
+    return "error setting rlimit" in failure.message
+
+
 def error_map(socket: str) -> ErrorMap:
     """This API's failures as shoal's errors; built at the first failure (a command that has
     none does not import the policy module)."""
@@ -80,6 +99,7 @@ def error_map(socket: str) -> ErrorMap:
     Rule((401, 403), CredentialsError, "container engine refused {method} {target}: {message}"),
     Rule(409, ShoalError, "container engine: conflict: {message}"),
     Rule(400, UsageError, "container engine: {message}"),
+    Rule(range(500, 600), ConfigError, RLIMIT_HINT, when=_rlimit_refused),
     Rule(range(100, 600), ShoalError, "{where}: HTTP {code}: {message}"),
     Rule(Kind.DENIED, CredentialsError, "permission denied on the container engine socket "
          "{socket}; add your user to its group, or point DOCKER_HOST at a socket you may use"),

@@ -7,7 +7,7 @@ import random
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from providers.core import schema
 from providers.core.errors import ConfigError
@@ -34,8 +34,21 @@ def load_config(model: type[M], config: bytes, driver_name: str, config_file: Pa
     return schema.validate(model, raw, schema.config_place(config_file, "drivers", driver_name))
 
 
-def parse_options(model: type[M], options: Mapping[str, Any]) -> M:
-    """A definition's `options` as the driver's `model` (a UsageError names options.KEY)."""
+def parse_options(model: type[M], options: Mapping[str, Any], *, booking: bool = False) -> M:
+    """A definition's `options` as the driver's `model` (a UsageError names options.KEY).
+    For a `booking` (`alloc --at`), a required option it leaves out is not demanded (the
+    claim gives it, and is checked in full); every option it gives is checked as usual."""
+    if booking and isinstance(options, Mapping):
+        from pydantic import create_model
+
+        missing = {
+            name: (Any, None)
+            for name, info in model.model_fields.items()
+            if info.is_required() and name not in options
+        }
+        if missing:
+            lenient = create_model(model.__name__, __base__=model, **missing)  # type: ignore[call-overload]
+            return cast("M", schema.validate(lenient, options, schema.OPTIONS))
     return schema.validate(model, options, schema.OPTIONS)
 
 

@@ -106,12 +106,19 @@ class PullResult:
     checksum: str
     seconds: float
     cached: bool
+    # The URL as it may be printed (no user info, no query string: a signed URL's carries
+    # secrets), for the spec's Image `url`.
+    url: str = ""
     # For the summary line only: the --json fields are documented and stay as they are.
     entries: int = field(default=0, metadata={"json": False})
     verified: bool = field(default=False, metadata={"json": False})
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
+        """The fields above, a superset of the spec's `Image` (url, sum, name, version,
+        tag): `sum` is the image's checksum as `<algo>:<checksum>` (as `checksum`)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
+        out["sum"] = self.checksum
+        return out
 
 
 @dataclass
@@ -271,6 +278,7 @@ def pull(
                     checksum=str(meta.get("checksum", "")),
                     seconds=round(time.monotonic() - started, 3),
                     cached=True,
+                    url=display(url),
                 )
         _sweep_temps(out_dir, dirname)
         fetched = _download_into(url, wanted, out_dir, dirname, opts)
@@ -292,6 +300,7 @@ def pull(
         checksum=fetched.checksum,
         seconds=round(time.monotonic() - started, 3),
         cached=False,
+        url=display(url),
         entries=fetched.entries,
         verified=fetched.verified,
     )

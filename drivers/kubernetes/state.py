@@ -1,5 +1,7 @@
 """What a Pod or Job's status says: whether it still holds resources, and why it is where
-it is (phase, reason, message), for `shoal status ID`."""
+it is (phase, reason, message), for `shoal status ID`. A pod or Job that ended reads as a
+workload that exited (`state: exited`, its container's exit code, when it finished), which
+`status ID` records as EXITED with that code: a finished job is not a vanished one (GONE)."""
 
 from __future__ import annotations
 
@@ -43,7 +45,27 @@ def describe_pod(pod: dict[str, Any]) -> dict[str, Any]:
             out["reason"] = terminated.get("reason") or out["reason"]
             out["message"] = terminated.get("message") or out["message"]
             out["exit_code"] = terminated.get("exitCode")
+            out["finished"] = terminated.get("finishedAt")
+    if out["phase"] in ENDED_PHASES:
+        _ended(out, status.get("reason"))
     return out
+
+
+ENDED_PHASES = ("Succeeded", "Failed")
+
+
+def _ended(out: dict[str, Any], pod_reason: Any) -> None:
+    """A pod that ended: `state` exited, with its exit code when its container says one.
+    One its deadline (the allocation's lifetime) ended is `expired`, as the ledger says."""
+    if pod_reason == "DeadlineExceeded":
+        out["reason"] = pod_reason
+        out["state"] = "expired"
+        return
+    out["state"] = "exited"
+    out.setdefault("exit_code", None)
+    out.setdefault("finished", None)
+    if pod_reason:  # Evicted, ...: the pod's, over its container's `Error`
+        out["reason"] = pod_reason
 
 
 def describe_job(job: dict[str, Any], client: KubeClient, namespace: str) -> dict[str, Any]:
@@ -53,18 +75,37 @@ def describe_job(job: dict[str, Any], client: KubeClient, namespace: str) -> dic
         "reason": "",
         "message": "",
     }
+    ended = None
     for cond in status.get("conditions") or ():
         if cond.get("status") == "True":
             out["phase"] = cond.get("type") or out["phase"]
             out["reason"] = cond.get("reason") or ""
             out["message"] = cond.get("message") or ""
+            if cond.get("type") in ("Complete", "Failed"):
+                ended = cond
     name = (job.get("metadata") or {}).get("name", "")
     pods = list(
         client.list(
             f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"job-name={name}"}, limit=5
         )
     )
-    if pods and not out["reason"]:
-        pod = describe_pod(pods[-1])
-        out.update({k: v for k, v in pod.items() if k != "phase"})
+    pod = describe_pod(max(pods, key=_created)) if pods else None
+    if pod is not None and not out["reason"]:
+        out.update({k: v for k, v in pod.items() if k not in ("phase", "state")})
+    if ended is not None:
+        # Its pod's exit code where the pod is still listed; a Job that completed exited 0
+        # whether or not its pods are left (a TTL may have removed them).
+        code = (pod or {}).get("exit_code")
+        if code is None and ended.get("type") == "Complete":
+            code = 0
+        if ended.get("reason") == "DeadlineExceeded":
+            out["state"] = "expired"
+        else:
+            out["state"] = "exited"
+            out["exit_code"] = code
+            out["finished"] = status.get("completionTime") or (pod or {}).get("finished")
     return out
+
+
+def _created(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("creationTimestamp") or "")

@@ -115,7 +115,7 @@ class Allocation:
 
 
 def summary_row(row: tuple[Any, ...]) -> dict[str, Any]:
-    """The `status` list's JSON for one row, built without decoding the JSON columns."""
+    """A `status` list row (store.SUMMARY_COLUMNS), without decoding the JSON columns."""
     return {
         "id": row[0],
         "driver": row[1],
@@ -126,4 +126,6 @@ def summary_row(row: tuple[Any, ...]) -> dict[str, Any]:
         "expires": row[6],
         "updated": row[7],
         "note": row[8],
+        "starts": row[9],
+        "claim_by": row[10],
     }

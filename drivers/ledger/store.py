@@ -61,8 +61,9 @@ EXPIRING_SQL = f"status IN {sql_in((ALLOCATED, GONE))} AND expires IS NOT NULL"
 
 # The reads every command makes, served by indexes of their own (named in the queries with
 # INDEXED BY: SQLite, with no statistics, would take the status index and then visit and sort
-# every live row). `status --json` reads the live rows' summaries from LIVE_INDEX alone, in
-# its order; the expiry check finds the due rows in EXPIRY_INDEX without visiting the others.
+# every live row). `status` reads the live rows in LIVE_INDEX's order (nothing sorted),
+# visiting each for the columns the index does not hold (its JSON: definition, metadata);
+# the expiry check finds the due rows in EXPIRY_INDEX without visiting the others.
 # The live index's name says which set of statuses it covers: a ledger indexed by an older
 # shoal (without EXITED) gets the new one beside it, never a query its index cannot serve.
 LIVE_INDEX = "allocations_live_2"
@@ -75,6 +76,65 @@ INDEXES = {
 
 
 OBSOLETE_INDEXES = ("allocations_live",)  # the live index before EXITED
+
+# The columns of a `status` list row (drivers.ledger.rows.summary_row reads them in order).
+SUMMARY_COLUMNS = "id, driver, status, cpu, ram, created, expires, updated, note, starts, claim_by"
+
+
+def _json_of(column: str, drop: str | None = None) -> str:
+    """A JSON column as JSON (not text) inside json_object, `drop` left out; null when the
+    column does not hold JSON (a hand-edited row), so one bad row cannot fail a listing."""
+    value = f"json_remove({column}, '$.{drop}')" if drop else f"json({column})"
+    return f"CASE WHEN json_valid({column}) THEN {value} END"
+
+
+# A listed row as the allocation object (drivers.spec.views.ALLOCATION_KEYS, in order), by
+# SQLite: the definition and the state (`resource`) without their credentials, and null for
+# what only reconciling with the driver tells (`status ID`).
+LISTED_JSON = (
+    "json_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, 'ram', ram, "
+    "'created', created, 'expires', expires, 'updated', updated, 'starts', starts, "
+    "'claim_by', claim_by, 'note', note, "
+    f"'metadata', {_json_of('metadata')}, "
+    f"'definition', {_json_of('definition', 'authentication')}, "
+    f"'resource', {_json_of('state', 'authentication')}, "
+    "'driver_status', NULL, 'drift', NULL, 'detail', NULL)"
+)
+_NO_JSON = "no such function: json"  # an SQLite built without its JSON functions
+
+
+def _decoded(text: str | None) -> dict[str, Any]:
+    """A metadata column; one that is not a JSON object (a hand-edited row) reads as none."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _listed_json(row: Allocation) -> str:
+    """LISTED_JSON in Python, for an SQLite without its JSON functions."""
+
+    def public(value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else {k: v for k, v in value.items() if k != "authentication"}
+
+    shown = {
+        "id": row.id,
+        "driver": row.driver,
+        "status": row.status,
+        "cpu": row.cpu,
+        "ram": row.ram,
+        "created": row.created,
+        "expires": row.expires,
+        "updated": row.updated,
+        "starts": row.starts,
+        "claim_by": row.claim_by,
+        "note": row.note,
+        "metadata": row.metadata,
+        "definition": public(row.definition),
+        "resource": public(row.state),
+    }
+    return json.dumps({**shown, "driver_status": None, "drift": None, "detail": None})
 
 
 def _now() -> datetime:
@@ -214,26 +274,50 @@ class LedgerStore:
             return "FROM allocations"
         return f"FROM allocations {self._db.indexed_by(LIVE_INDEX)} WHERE status IN {NOT_ENDED_SQL}"
 
-    def summaries(self, *, include_ended: bool) -> list[dict[str, Any]]:
-        rows = self._db.query(
-            "SELECT id, driver, status, cpu, ram, created, expires, updated, note "
-            f"{self._listed(include_ended)} ORDER BY created"
-        )
-        return [summary_row(r) for r in rows]
+    def summaries(
+        self, *, include_ended: bool, encoded: bool = False, metadata: bool = False
+    ) -> list[dict[str, Any]]:
+        """The `status` list's rows, the fields it filters and sorts by; `metadata` adds each
+        row's metadata (decoded: `-l` selects by it), `encoded` its allocation object as JSON
+        text (`"json"`), built as `summaries_json` builds it."""
+        listed = f"{self._listed(include_ended)} ORDER BY created"
+        width = SUMMARY_COLUMNS.count(",") + 1
+        extra = (", metadata" if metadata else "") + (f", {LISTED_JSON}" if encoded else "")
+        try:
+            rows = self._db.query(f"SELECT {SUMMARY_COLUMNS}{extra} {listed}")
+        except LedgerCorruptError as exc:
+            if not encoded or _NO_JSON not in str(exc):
+                raise
+            # No JSON functions in this SQLite: the same, built in Python.
+            head = width + (1 if metadata else 0)
+            chosen = f"{SUMMARY_COLUMNS}{', metadata' if metadata else ''}, {COLUMNS}"
+            rows = [
+                (*r[:head], _listed_json(Allocation.from_row(r[head:])))
+                for r in self._db.query(f"SELECT {chosen} {listed}")
+            ]
+        out = []
+        for r in rows:
+            row = summary_row(r)
+            if metadata:
+                row["metadata"] = _decoded(r[width])
+            if encoded:
+                row["json"] = r[-1]
+            out.append(row)
+        return out
 
     def summaries_json(self, *, include_ended: bool) -> list[str]:
-        """The same rows as `summaries`, each already JSON text, built by SQLite itself.
+        """Every listed row's allocation object, as JSON text built by SQLite itself.
 
         Listing 10,000 allocations then costs what SQLite costs, not a Python dict and a
         json.dumps per row; without SQLite's JSON functions it falls back to Python.
         """
         try:
             return self._db.column(
-                "SELECT json_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, "
-                "'ram', ram, 'created', created, 'expires', expires, 'updated', updated, "
-                f"'note', note) {self._listed(include_ended)} ORDER BY created"
+                f"SELECT {LISTED_JSON} {self._listed(include_ended)} ORDER BY created"
             )
         except LedgerCorruptError as exc:
-            if "json_object" not in str(exc):
+            if _NO_JSON not in str(exc):
                 raise
-            return [json.dumps(row) for row in self.summaries(include_ended=include_ended)]
+            listed = f"{self._listed(include_ended)} ORDER BY created"
+            rows = self._db.query(f"SELECT {COLUMNS} {listed}")
+            return [_listed_json(Allocation.from_row(r)) for r in rows]

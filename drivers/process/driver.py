@@ -47,7 +47,7 @@ from drivers.process.spawn import (
 )
 from drivers.process.stop import stop, stop_marked
 from drivers.spec.base import ResourceDriverTask
-from drivers.spec.capacity import fit_count
+from drivers.spec.capacity import Totals, fit_count
 from drivers.spec.types import (
     ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
@@ -140,6 +140,10 @@ class ProcessDriver:
     def validate_definition(self, definition: LabelDefinition) -> None:
         self._options(definition)
 
+    def validate_booking(self, definition: LabelDefinition) -> None:
+        """A booking reserves capacity only: its `entry` may come with the claim."""
+        parse_options(ProcessOptions, definition.options, booking=True)
+
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
         check_meta_names(metadata)
 
@@ -151,6 +155,16 @@ class ProcessDriver:
         return (
             cpu or int(float(supply["cpu"]["vcpu"])),
             ram or int(float(supply["memory"]["GiB"])),
+        )
+
+    def totals(self) -> Totals:
+        cpu, ram = self._limits()
+        return Totals(
+            max(0, cpu),
+            max(0, ram),
+            table=f'[drivers."{self._name}"]',
+            configured=tuple(k for k in ("cpu", "ram") if getattr(self.cfg, f"{k}_limit")),
+            source="this host's supply (`shoal resources`)",
         )
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:

@@ -46,7 +46,9 @@ def describe(driver: Workloads, res: Resource) -> dict[str, Any]:
             "deadline": deadline if isinstance(deadline, str) else None,
         }
     outcome = read_outcome(workspace, wait=OUTCOME_WAIT_SECONDS if supervised else 0.0)
+    unrecorded = {} if outcome else {"message": "it ended with no supervisor to record how"}
     return {
+        **unrecorded,
         "state": "exited",
         "exit_code": outcome.get("exit_code"),
         "signal": outcome.get("signal"),

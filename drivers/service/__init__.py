@@ -9,7 +9,8 @@ its own module and is re-exported here:
 - drivers.service.alloc: allocate, dry_run
 - drivers.service.queue: `alloc --wait`, `--at` and `--reservation` (wait, book, claim)
 - drivers.service.status: status, Listing, list_allocations, remote_allocations
-- drivers.service.free: free, free_expired, free_expired_remote, free_remote
+- drivers.service.wait: wait (until allocations end or are allocated)
+- drivers.service.free: free, free_expired, free_expired_remote, free_remote, free_failed
 - drivers.service.tasks: run_task
 
 Every use case first cleans up after shoal processes that died mid-operation, so a
@@ -26,18 +27,21 @@ from drivers.service.free import (
     free,
     free_expired,
     free_expired_remote,
+    free_failed,
     free_remote,
 )
 from drivers.service.recovery import expire, recover
 from drivers.service.status import (
     SORT_KEYS,
     Listing,
+    list_allocation_objects,
     list_allocations,
     list_allocations_json,
     remote_allocations,
     status,
 )
 from drivers.service.tasks import run_task
+from drivers.service.wait import Waited, wait
 from drivers.spec.types import ALLOCATION_ID_KEY
 
 __all__ = [
@@ -46,6 +50,7 @@ __all__ = [
     "SORT_KEYS",
     "Drivers",
     "Listing",
+    "Waited",
     "allocate",
     "check_metadata",
     "describe",
@@ -54,7 +59,9 @@ __all__ = [
     "free",
     "free_expired",
     "free_expired_remote",
+    "free_failed",
     "free_remote",
+    "list_allocation_objects",
     "list_allocations",
     "list_allocations_json",
     "prepare",
@@ -62,4 +69,5 @@ __all__ = [
     "remote_allocations",
     "run_task",
     "status",
+    "wait",
 ]

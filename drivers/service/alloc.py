@@ -11,7 +11,7 @@ from drivers.service.bring_up import bring_up, check_metadata, prepare
 from drivers.service.context import Drivers, capacity, public_definition
 from drivers.service.recovery import recover
 from drivers.spec.views import AllocationView, DryRun
-from providers.core.errors import UsageError
+from providers.core.errors import NoCapacityError, UsageError
 from providers.core.wire import to_wire
 
 if TYPE_CHECKING:
@@ -30,7 +30,12 @@ def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = Non
     from drivers.definitions.definition import expiry, life_of
     from drivers.spec.base import UNLIMITED, ExplainsChoice
 
-    driver = prepare(ctx, definition)
+    if at is not None:
+        from drivers.service.queue import prepare_booking
+
+        driver = prepare_booking(ctx, definition)  # as `alloc --at` would check it
+    else:
+        driver = prepare(ctx, definition)
     scope = driver.name() if driver.is_remote() else None
     if at is not None:
         from drivers.service.queue import AT_SLACK
@@ -76,7 +81,7 @@ def allocate(
     ledger's clock as the room is taken, written on the row and handed to the driver
     (bring_up), so the row's `expires` and the deadline the driver enforces are one instant."""
     from drivers.definitions.definition import expiry, life_of
-    from drivers.service.queue import queue_fits, wait_for_room
+    from drivers.service.queue import queue_fits, refuse_impossible, wait_for_room
 
     driver = prepare(ctx, definition)
     check_metadata(driver, metadata)
@@ -86,16 +91,20 @@ def allocate(
         alloc_id, expires = wait_for_room(ctx, driver, definition, metadata, wait, life)
     else:
         expires = expiry(life, ctx.ledger.clock())
-        alloc_id = ctx.ledger.reserve(
-            driver=driver.name(),
-            definition=to_wire(definition),
-            resources=definition.resources,
-            metadata=metadata,
-            is_remote=driver.is_remote(),
-            expires=expires,
-            fits=lambda usage: capacity(driver, usage, definition),
-            queue=queue_fits(driver),
-        )
+        try:
+            alloc_id = ctx.ledger.reserve(
+                driver=driver.name(),
+                definition=to_wire(definition),
+                resources=definition.resources,
+                metadata=metadata,
+                is_remote=driver.is_remote(),
+                expires=expires,
+                fits=lambda usage: capacity(driver, usage, definition),
+                queue=queue_fits(driver),
+            )
+        except NoCapacityError:
+            # "No room now" (75) only for what some freeing would make room for: a request
+            # over the driver's total is a usage error (2), which no retry waits out.
+            refuse_impossible(driver, definition)
+            raise
     return bring_up(ctx, driver, definition, metadata, alloc_id, expires, committed)
-
-

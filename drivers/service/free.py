@@ -8,11 +8,26 @@ from typing import Any
 
 from drivers.ledger import book as L
 from drivers.ledger.book import Allocation
-from drivers.service.context import Drivers, no_interrupts, resource_of, with_outcome
+from drivers.service.context import Drivers, describe, no_interrupts, resource_of, with_outcome
 from drivers.service.recovery import recover
 from drivers.service.status import remote_allocations
-from drivers.spec.views import ERROR, FreeResult
+from drivers.spec.views import FreeResult, unknown_allocation
 from providers.core.errors import LedgerWriteError, NotFoundError, RetryableError, ShoalError
+
+
+def _done(ctx: Drivers, alloc_id: str, changed: bool, message: str) -> FreeResult:
+    """The outcome with the row as the ledger holds it now."""
+    return FreeResult(describe(ctx.ledger.get(alloc_id)).to_json(), changed, message)
+
+
+def free_failed(ctx: Drivers, alloc_id: str, error: ShoalError) -> FreeResult:
+    """A free that could not be done: the row as the ledger holds it (a failure keeps its
+    status), or only the id when the ledger has none (or cannot be read)."""
+    try:
+        allocation = describe(ctx.ledger.get(alloc_id)).to_json()
+    except ShoalError:
+        allocation = unknown_allocation(alloc_id)
+    return FreeResult(allocation, False, str(error), error)
 
 
 def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
@@ -22,12 +37,12 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
         ended = _leftovers(ctx, row)
         if ended:
             message = f"{row.id}: allocation had failed, but left {', '.join(ended)}; ended"
-            return FreeResult(row.id, L.FAILED, True, message)
+            return _done(ctx, row.id, True, message)
     if row.status in (L.FREED, L.FAILED):
         already = (
             "already freed" if row.status == L.FREED else "allocation had failed; nothing held"
         )
-        return FreeResult(row.id, row.status, False, f"{row.id}: {already} ({row.updated})")
+        return FreeResult(describe(row).to_json(), False, f"{row.id}: {already} ({row.updated})")
     if row.status in (L.RESERVED, L.LAPSED):
         return _cancel_reservation(ctx, row)
     if row.status == L.FREEING and row.owner_alive():
@@ -57,7 +72,7 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
         raise
     with no_interrupts():
         ctx.ledger.set_status(row.id, L.FREED, note=note, expect=(L.FREEING,), state=state)
-    return FreeResult(row.id, L.FREED, True, f"{row.id}: {note}")
+    return _done(ctx, row.id, True, f"{row.id}: {note}")
 
 
 def _leftovers(ctx: Drivers, row: Allocation) -> list[str]:
@@ -74,10 +89,10 @@ def _cancel_reservation(ctx: Drivers, row: Allocation) -> FreeResult:
     """`free` of a reservation cancels it: nothing runs, its window's capacity comes back."""
     if row.status == L.LAPSED:
         lapsed = f"{row.id}: reservation had lapsed; nothing held"
-        return FreeResult(row.id, L.LAPSED, False, lapsed)
+        return FreeResult(describe(row).to_json(), False, lapsed)
     if not ctx.ledger.set_status(row.id, L.FREED, note=L.CANCELLED, expect=(L.RESERVED,)):
         return free(ctx, row.id)  # claimed or lapsed meanwhile: decide again
-    return FreeResult(row.id, L.FREED, True, f"{row.id}: {L.CANCELLED}")
+    return _done(ctx, row.id, True, f"{row.id}: {L.CANCELLED}")
 
 
 def _finish(ctx: Drivers, row: Allocation) -> dict[str, Any] | None:
@@ -103,9 +118,8 @@ def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> FreeResult:
         now = ctx.ledger.get(row.id)
         if now.status == L.FREED:
             # Not by this command, but freed as asked.
-            return FreeResult(
-                row.id, L.FREED, False, f"{row.id}: freed (by shoal process {row.owner_pid})"
-            )
+            by = f"{row.id}: freed (by shoal process {row.owner_pid})"
+            return FreeResult(describe(now).to_json(), False, by)
         if now.status != L.FREEING or not now.owner_alive():
             return free(ctx, row.id, note=note)  # it failed or died: decide again
     raise RetryableError(
@@ -127,7 +141,7 @@ def _free_unrecorded(
             f"{row.id}: freed in {row.driver}, but the ledger could not record it ({cause}); "
             f"once there is room, `shoal status {row.id}` records it as GONE"
         ) from None
-    return FreeResult(row.id, L.FREED, True, f"{row.id}: {note}")
+    return _done(ctx, row.id, True, f"{row.id}: {note}")
 
 
 def free_expired(ctx: Drivers) -> list[FreeResult]:
@@ -138,7 +152,7 @@ def free_expired(ctx: Drivers) -> list[FreeResult]:
         try:
             results.append(free(ctx, row.id, note=f"expired at {row.expires}"))
         except ShoalError as exc:
-            results.append(FreeResult(row.id, ERROR, False, str(exc)))
+            results.append(free_failed(ctx, row.id, exc))
     return results
 
 
@@ -152,7 +166,7 @@ def free_expired_remote(ctx: Drivers, driver_name: str) -> list[FreeResult]:
     driver = ctx.driver(driver_name)
     results = []
     for row in remote_allocations(ctx, driver_name):
-        if not row.get("expired"):
+        if not (row["detail"] or {}).get("expired"):
             continue
         alloc_id = str(row["id"])
         note = f"expired at {row.get('expires')}"
@@ -161,13 +175,27 @@ def free_expired_remote(ctx: Drivers, driver_name: str) -> list[FreeResult]:
                 ctx.ledger.get(alloc_id)
             except NotFoundError:
                 driver.deallocate(Resource(identifier=alloc_id))
-                message = f"{alloc_id}: {note}; freed in {driver.name()} (made on another machine)"
-                results.append(FreeResult(alloc_id, L.FREED, True, message))
+                said = f"{note}; freed in {driver.name()} (made on another machine)"
+                results.append(_freed_remotely(row, said))
             else:
                 results.append(free(ctx, alloc_id, note=note))
         except ShoalError as exc:
-            results.append(FreeResult(alloc_id, ERROR, False, str(exc)))
+            results.append(_failed_remotely(ctx, row, exc))
     return results
+
+
+def _freed_remotely(row: dict[str, Any], note: str) -> FreeResult:
+    """Another machine's allocation, freed in the backend: its listed row, now FREED."""
+    return FreeResult({**row, "status": L.FREED, "note": note}, True, f"{row['id']}: {note}")
+
+
+def _failed_remotely(ctx: Drivers, row: dict[str, Any], error: ShoalError) -> FreeResult:
+    """Ours: the row as the ledger holds it; another machine's: its listed row."""
+    try:
+        ctx.ledger.get(str(row["id"]))
+    except ShoalError:
+        return FreeResult(row, False, str(error), error)
+    return free_failed(ctx, str(row["id"]), error)
 
 
 def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> FreeResult:
@@ -182,16 +210,12 @@ def free_remote(ctx: Drivers, driver_name: str, alloc_id: str) -> FreeResult:
     else:
         return free(ctx, alloc_id)  # ours: no need to list the backend
     driver = ctx.driver(driver_name)
-    if alloc_id not in {row["id"] for row in remote_allocations(ctx, driver_name)}:
+    listed = [row for row in remote_allocations(ctx, driver_name) if row["id"] == alloc_id]
+    if not listed:
         raise NotFoundError(
             f"{driver.name()} holds no shoal allocation {alloc_id!r}; "
             f"`shoal status --remote {driver_name}` lists them"
         )
     driver.deallocate(Resource(identifier=alloc_id))
-    return FreeResult(
-        alloc_id,
-        L.FREED,
-        True,
-        f"{alloc_id}: freed in {driver.name()} (made on another machine; not in this "
-        "machine's ledger)",
-    )
+    note = f"freed in {driver.name()} (made on another machine; not in this machine's ledger)"
+    return _freed_remotely(listed[0], note)

@@ -107,19 +107,44 @@ def queue_fits(driver: ResourceDriver) -> WaiterFits:
     return fits
 
 
-def refuse_impossible(driver: ResourceDriver, definition: LabelDefinition, doing: str) -> None:
-    """A local request no capacity of its driver could ever hold is a usage error, not a
-    wait (or a booking) that can never end."""
+def refuse_impossible(driver: ResourceDriver, definition: LabelDefinition, doing: str = "") -> None:
+    """A local request no capacity of its driver could ever hold is a usage error (2), not a
+    "no capacity now" (75) that a retry loop would retry forever, nor a wait (`doing`:
+    `--wait`) or a booking (`--at`) that could never be served."""
+    from drivers.spec.base import HasTotals
+    from drivers.spec.capacity import never_fits
     from drivers.spec.types import Resources
 
     if driver.is_remote():
         return  # a backend's capacity with nothing of ours in it is not what it could hold
-    if driver.available_capacity(Resources(), definition) < 1:
+    said = f"{doing}: " if doing else ""
+    if isinstance(driver, HasTotals):
+        refusal = never_fits(driver.name(), driver.totals(), definition.resources)
+        if refusal is not None:
+            raise UsageError(said + refusal)
+        return
+    # A driver that does not say its totals: nothing fits even with nothing allocated.
+    # (-1, it could not tell, is no such answer.)
+    if driver.available_capacity(Resources(), definition) == 0:
         res = definition.resources
         raise UsageError(
-            f"{doing}: cpu={res.cpu} ram={res.ram}GiB is more than {driver.name()} could hold "
-            "even with nothing allocated; ask for less, or raise its cpu_limit/ram_limit"
+            f"{said}{driver.name()}: cpu={res.cpu} ram={res.ram}GiB can never fit: it does "
+            "not fit even with nothing allocated; ask for less"
         )
+
+
+def prepare_booking(ctx: Drivers, definition: LabelDefinition) -> ResourceDriver:
+    """The driver, its definition checked for a booking: what only the claim needs (the
+    command to run) is not demanded yet, where the driver can tell (BooksAhead)."""
+    from drivers.spec.base import BooksAhead
+
+    driver = ctx.driver(definition.driver)
+    definition.driver = driver.name()
+    if isinstance(driver, BooksAhead):
+        driver.validate_booking(definition)
+    else:
+        driver.validate_definition(definition)
+    return driver
 
 
 # -- waiting ---------------------------------------------------------------------------------
@@ -381,14 +406,16 @@ def grace(settings: Settings) -> timedelta:
 def book(
     ctx: Drivers, definition: LabelDefinition, metadata: dict[str, Any], at: datetime
 ) -> AllocationView:
-    """Book capacity for [at, at + lifetime) without starting anything: a RESERVED row."""
+    """Book capacity for [at, at + lifetime) without starting anything: a RESERVED row. What
+    only a running workload needs (process: its entry; container: its image) may be left to
+    the claim (`alloc --reservation ID -o entry=...`), where the definition is checked whole."""
     from drivers.definitions.definition import life_of
-    from drivers.service.bring_up import check_metadata, prepare
+    from drivers.service.bring_up import check_metadata
     from drivers.service.context import capacity, describe
     from drivers.service.recovery import recover
     from providers.core.wire import format_time, to_wire
 
-    driver = prepare(ctx, definition)
+    driver = prepare_booking(ctx, definition)
     check_metadata(driver, metadata)
     if driver.is_remote():
         raise UsageError(

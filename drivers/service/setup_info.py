@@ -17,11 +17,24 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SetupItem:
-    """One effective setting: its name, value, and where the value comes from."""
+    """One effective setting: its name, its value (data: a path, a URL, a name; null when
+    there is none to show), where the value comes from, and what a person should know about
+    it (`note`: absent, hidden, invalid), kept out of the value so scripts read data."""
 
     name: str
-    value: str
+    value: str | None
     source: str
+    note: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The table's cell: the value with its note beside it, or the note alone."""
+        if self.value is None:
+            return self.note or ""
+        return self.value if self.note is None else f"{self.value} ({self.note})"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"name": self.name, "value": self.value, "source": self.source, "note": self.note}
 
 
 def known_env_vars() -> list[str]:
@@ -40,9 +53,9 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
     paths = settings.paths
     home = f"{env_names.ENV_HOME}" if paths.home_from_env else "platformdirs"
     config_from = f"--config / {env_names.ENV_CONFIG}" if paths.config_named else home
-    exists = "" if paths.config_file.exists() else " (absent: defaults apply)"
+    absent = None if paths.config_file.exists() else "absent: defaults apply"
     items = [
-        SetupItem("config file", f"{paths.config_file}{exists}", config_from),
+        SetupItem("config file", str(paths.config_file), config_from, absent),
         SetupItem("ledger", str(ledger_file(paths)), home),
         SetupItem("workspaces", str(workspaces_dir(paths)), home),
         SetupItem("catalog cache", str(paths.cache_dir / "catalog.sqlite"), home),
@@ -56,13 +69,17 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
             else ("first socket found" if engine != "unix:///var/run/docker.sock" else "default")
         )
     except ShoalError as exc:
-        engine, engine_from = f"invalid: {exc}", env_names.ENV_DOCKER_HOST
-    items.append(SetupItem("container engine", engine, engine_from))
+        bad = SetupItem("container engine", None, env_names.ENV_DOCKER_HOST, f"invalid: {exc}")
+        items.append(bad)
+    else:
+        items.append(SetupItem("container engine", engine, engine_from))
     items.append(_kube_context(environ))
     for name in known_env_vars():
         if name in environ:
-            shown = "set (hidden)" if is_secret_name(name) else environ[name]
-            items.append(SetupItem(f"${name}", shown, "environment"))
+            if is_secret_name(name):
+                items.append(SetupItem(f"${name}", None, "environment", "set (hidden)"))
+            else:
+                items.append(SetupItem(f"${name}", environ[name], "environment"))
     return items
 
 
@@ -79,10 +96,13 @@ def _kube_context(environ: Mapping[str, str]) -> SetupItem:
     try:
         names, current = list_contexts(environ)
     except ShoalError:
-        return SetupItem("kubernetes context", "none (no kubeconfig)", env_names.ENV_KUBECONFIG)
+        return SetupItem(
+            "kubernetes context", None, env_names.ENV_KUBECONFIG, "none (no kubeconfig)"
+        )
     if chosen:
         return SetupItem("kubernetes context", chosen, env_names.ENV_KUBE_CONTEXT)
     where = env_names.ENV_KUBECONFIG if environ.get(env_names.ENV_KUBECONFIG) else "~/.kube/config"
-    return SetupItem(
-        "kubernetes context", current or f"none current of {len(names)}", f"{where} current-context"
-    )
+    source = f"{where} current-context"
+    if not current:
+        return SetupItem("kubernetes context", None, source, f"none current of {len(names)}")
+    return SetupItem("kubernetes context", current, source)

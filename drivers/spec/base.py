@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from drivers.spec.types import ApplicationTask, LabelDefinition, Resource, Resources
+
+if TYPE_CHECKING:
+    from drivers.spec.capacity import Totals
 
 UNLIMITED = 2**63 - 1  # the spec's math.MaxInt64: capacity with no limits configured
 CAPACITY_ERROR = -1
@@ -115,3 +118,22 @@ class EndsLeftovers(Protocol):
     what it ended. Other drivers' failed allocations hold nothing."""
 
     def end_leftovers(self, res: Resource) -> list[str]: ...
+
+
+@runtime_checkable
+class HasTotals(Protocol):
+    """Has totals no single definition may exceed however much is freed (the host's, the
+    engine's, configured limits): a request over them is refused as one that can never fit
+    (exit 2), not as "no capacity now" (75), for `alloc`, `alloc --wait` and `alloc --at`."""
+
+    def totals(self) -> Totals: ...
+
+
+@runtime_checkable
+class BooksAhead(Protocol):
+    """Checks a definition for a booking (`alloc --at`): what it gives is checked as
+    `validate_definition` would, but options only a running workload needs (the command
+    to run) may be left to the claim (`alloc --reservation ID -o entry=...`), which is
+    checked in full."""
+
+    def validate_booking(self, definition: LabelDefinition) -> None: ...

@@ -8,7 +8,7 @@ lowered under running work) gives 0, never a wrapped-around huge number.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from drivers.spec.base import UNLIMITED
 from drivers.spec.types import Resources
@@ -48,3 +48,46 @@ def fit_count(
     if total_ram > 0 and req.ram > 0:
         counts.append(max(0, ram_budget - usage.ram) // req.ram)
     return min(counts) if counts else UNLIMITED
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The most a driver could ever give one definition, with nothing allocated: vCPUs and
+    GiB (None: no limit). `configured`: which of them are the instance's own `cpu_limit` /
+    `ram_limit` (in `table`), which raising would raise; `source`: where the others come
+    from (this host's supply, the engine's)."""
+
+    cpu: int | None
+    ram: int | None
+    table: str = ""  # `[drivers."test/default"]`
+    configured: tuple[str, ...] = ()  # "cpu", "ram"
+    source: str = ""  # `this host's supply`
+
+
+def never_fits(driver: str, totals: Totals, req: Resources) -> str | None:
+    """The one-line refusal of a request no capacity of `driver` could ever hold, or None
+    when it could fit once enough is freed. Said the same way by `alloc`, `alloc --wait` and
+    `alloc --at`: a usage error (exit 2), never "no capacity" (75), which a retry loop would
+    wait on forever. A request over a total is refused by fit_count before any overbooking
+    is added, so the total bounds it, overbooking or not."""
+    over: list[str] = []
+    asks: list[str] = []
+    limits: list[str] = []
+    for key, total, asked, unit in (
+        ("cpu", totals.cpu, req.cpu, ""),
+        ("ram", totals.ram, req.ram, " GiB"),
+    ):
+        if total is not None and asked > total:
+            over.append(f"{total}{unit} ({key})")
+            asks.append(f"--{key} {total}")
+            if key in totals.configured:
+                limits.append(f"{key}_limit")
+    if not over:
+        return None
+    unconfigured = len(limits) < len(over) and totals.source
+    source = f", {totals.source}" if unconfigured else ""
+    remedy = f", or raise {'/'.join(limits)} in {totals.table}" if limits and totals.table else ""
+    return (
+        f"{driver}: cpu={req.cpu} ram={req.ram}GiB can never fit: the driver's total is "
+        f"{' and '.join(over)}{source}; ask for {' and '.join(asks)} or less{remedy}"
+    )

@@ -20,7 +20,7 @@ from pydantic import Field
 from drivers.definitions.fields import MAX_DELAY_SECONDS, Delay, Probability
 from drivers.definitions.options import ensure_workspace, load_config, parse_options, roll
 from drivers.spec.base import CAPACITY_ERROR, ResourceDriverTask
-from drivers.spec.capacity import fit_count
+from drivers.spec.capacity import Totals, fit_count
 from drivers.spec.types import (
     ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
@@ -112,6 +112,11 @@ class TestDriver:
     def validate_definition(self, definition: LabelDefinition) -> None:
         opts = self._options(definition)
         self._fail("validate", opts.fail_validate)
+
+    def totals(self) -> Totals:
+        cpu, ram = self.cfg.cpu_limit, self.cfg.ram_limit
+        table = f'[drivers."{self._name}"]'
+        return Totals(cpu or None, ram or None, table=table, configured=("cpu", "ram"))
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
         try:

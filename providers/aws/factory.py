@@ -3,6 +3,7 @@
 
 from providers.cloud.catalog import factory
 from providers.core.env import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION
+from providers.models import aws_region
 
 catalog = factory(
     "aws",
@@ -11,4 +12,5 @@ catalog = factory(
     accounts="providers.aws.accounts:AwsAccounts",
     quota_map="providers.aws.families:AwsQuotaMap",
     region_env=(ENV_AWS_REGION, ENV_AWS_DEFAULT_REGION),
+    upstream_region=aws_region,
 )

@@ -60,8 +60,12 @@ class CloudCatalog:
         accounts: Callable[[], AccountFetcher] | None = None,
         quota_map: str = "",
         region_env: tuple[str, ...] = (),
+        upstream_region: Callable[[RegionSpec], RegionSpec] | None = None,
     ) -> None:
         self._provider = provider
+        # Fills a region's upstream Go member (aws: `aws.region`) on every region this
+        # catalog answers with, whichever path (cache, fetch, account) made it.
+        self._upstream_region = upstream_region or (lambda spec: spec)
         self.settings = settings
         self.freshness = settings.freshness
         self.ttl = config.ttl(settings, provider)
@@ -97,6 +101,9 @@ class CloudCatalog:
     # -- regions -------------------------------------------------------------------------
 
     def list_regions(self) -> list[RegionSpec]:
+        return [self._upstream_region(r) for r in self._list_regions()]
+
+    def _list_regions(self) -> list[RegionSpec]:
         cached, fetched_at = self.cache.regions(self._provider)
         now = utcnow()
         if self.freshness.offline:
@@ -263,7 +270,7 @@ class CloudCatalog:
                     spot_price=offer.spot,
                     scheduled_price=offer.scheduled,
                 )
-            pricing = _pricing(info, items, stale)
+            pricing = self._pricing(info, items, stale)
             pricing.shapes = {
                 o.instance_type: _spec(o, name) for o in offers if o.instance_type in items
             }
@@ -302,7 +309,7 @@ class CloudCatalog:
             if not start <= obs.observed_at <= end:
                 continue
             point = out.setdefault(
-                format_time(obs.observed_at), _pricing(info, {}, stale, kind="observed")
+                format_time(obs.observed_at), self._pricing(info, {}, stale, kind="observed")
             )
             point.as_of = obs.observed_at
             point.items[obs.instance_type] = ResourcePricingItem(
@@ -313,7 +320,7 @@ class CloudCatalog:
             if at <= latest:
                 continue
             prices, method = forecast.forecast(history, at)
-            point = _pricing(info, {}, stale, kind="forecast")
+            point = self._pricing(info, {}, stale, kind="forecast")
             point.method = method
             point.items = {
                 k: ResourcePricingItem(on_demand_price=od, spot_price=sp, scheduled_price=sc)
@@ -321,6 +328,25 @@ class CloudCatalog:
             }
             out[format_time(at)] = point
         return dict(sorted(out.items()))
+
+    def _pricing(
+        self,
+        info: SnapshotInfo,
+        items: dict[str, ResourcePricingItem],
+        stale: bool,
+        kind: str = "",
+    ) -> ResourcePricing:
+        return ResourcePricing(
+            region=self._upstream_region(RegionSpec(name=info.region)),
+            items=items,
+            provider=info.provider,
+            currency=info.currency,
+            as_of=info.fetched_at,
+            source=info.source,
+            stale=stale,
+            notes=list(info.notes),
+            kind=kind,
+        )
 
     # -- the account's capacity (quotas, usage, reservations) -----------------------------
 
@@ -370,6 +396,8 @@ class CloudCatalog:
             if built is None:
                 dropped.append(snapshot.region)
             else:
+                if built.region is not None:
+                    self._upstream_region(built.region)
                 out.append(built)
         if dropped:
             self.settings.warn(
@@ -461,22 +489,6 @@ def _matches(
     return False
 
 
-def _pricing(
-    info: SnapshotInfo, items: dict[str, ResourcePricingItem], stale: bool, kind: str = ""
-) -> ResourcePricing:
-    return ResourcePricing(
-        region=RegionSpec(name=info.region),
-        items=items,
-        provider=info.provider,
-        currency=info.currency,
-        as_of=info.fetched_at,
-        source=info.source,
-        stale=stale,
-        notes=list(info.notes),
-        kind=kind,
-    )
-
-
 def factory(
     provider: str,
     fetcher: str,
@@ -485,6 +497,7 @@ def factory(
     accounts: str = "",
     quota_map: str = "",
     region_env: tuple[str, ...] = (),
+    upstream_region: Callable[[RegionSpec], RegionSpec] | None = None,
 ) -> Callable[[Settings], CloudCatalog]:
     """The registry factory of a cloud whose fetcher class `fetcher` names ("module:Class",
     with a `from_settings`), and whose account capacity fetcher `accounts` names (the
@@ -511,6 +524,7 @@ def factory(
             accounts=build_accounts if accounts else None,
             quota_map=quota_map,
             region_env=region_env,
+            upstream_region=upstream_region,
         )
 
     return make

@@ -35,12 +35,15 @@ def field(
     *,
     omitempty: bool = False,
     internal: bool = False,
+    also: tuple[str, ...] = (),
     default: Any = dataclasses.MISSING,
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
     """A dataclass field with its JSON name and Go omitempty flag; `internal` ones are for
-    renderers in this process and never on the wire (nor read from it)."""
-    meta = {"wire": wire, "omitempty": omitempty, "internal": internal}
+    renderers in this process and never on the wire (nor read from it). `also` names more
+    JSON members written with the same value: the same thing under another codebase's name
+    (upstream Go types), so a client of either reads it; on input any one of them will do."""
+    meta = {"wire": wire, "omitempty": omitempty, "internal": internal, "also": also}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -54,6 +57,7 @@ class _FieldInfo:
     hint: Any
     required: bool
     nullable: bool  # a Go pointer: omitempty drops only nil, never a zero value
+    also: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -72,6 +76,7 @@ def _fields(cls: type) -> tuple[_FieldInfo, ...]:
                 hint=hints[f.name],
                 required=required,
                 nullable=_is_optional(hints[f.name]),
+                also=tuple(f.metadata.get("also") or ()),
             )
         )
     return tuple(out)
@@ -109,6 +114,8 @@ def to_wire(obj: Any) -> Any:
             if info.omitempty and (value is None if info.nullable else _is_empty(value)):
                 continue
             out[info.wire] = to_wire(value)
+            for name in info.also:
+                out[name] = out[info.wire]
         return out
     if isinstance(obj, dict):
         return {str(k): to_wire(v) for k, v in obj.items()}
@@ -204,7 +211,7 @@ def _decode_dataclass(cls: type, data: Any, path: str, strict: bool) -> Any:
     if not isinstance(data, Mapping):
         raise WireError(path, f"expected an object, got {_type_name(data)}")
     infos = _fields(cls)
-    by_wire = {i.wire: i for i in infos}
+    by_wire = {name: i for i in infos for name in (i.wire, *i.also)}
     if strict:
         for key in data:
             if key not in by_wire:
@@ -212,8 +219,15 @@ def _decode_dataclass(cls: type, data: Any, path: str, strict: bool) -> Any:
                 raise WireError(_join(path, str(key)), f"unknown field; known fields: {known}")
     kwargs: dict[str, Any] = {}
     for info in infos:
-        if info.wire in data:
-            kwargs[info.name] = _decode(info.hint, data[info.wire], _join(path, info.wire), strict)
+        given = [name for name in (info.wire, *info.also) if name in data]
+        for other in given[1:]:
+            if data[other] != data[given[0]]:
+                raise WireError(
+                    _join(path, other), f"differs from {given[0]}; give one, or the same value"
+                )
+        if given:
+            wire = given[0]
+            kwargs[info.name] = _decode(info.hint, data[wire], _join(path, wire), strict)
         elif info.required:
             raise WireError(_join(path, info.wire), "required field is missing")
     return cls(**kwargs)

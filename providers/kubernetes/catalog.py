@@ -44,6 +44,7 @@ from providers.kubernetes.capacity import (
 )
 from providers.models import (
     InstanceTypeSpec,
+    KubernetesRegion,
     RegionSpec,
     Resource,
     ResourceListOptions,
@@ -166,10 +167,17 @@ class KubernetesCatalog:
     # -- the Catalog interface -----------------------------------------------------------
 
     def list_regions(self) -> list[RegionSpec]:
-        from providers.kubernetes.kubeconfig import list_contexts
+        from providers.kubernetes.kubeconfig import context_targets
 
-        names, current = list_contexts(self.settings.env)
-        return [RegionSpec(name=n, location="current" if n == current else "") for n in names]
+        targets, current = context_targets(self.settings.env)
+        return [
+            RegionSpec(
+                name=name,
+                location="current" if name == current else "",
+                kubernetes=KubernetesRegion(context=name, cluster=cluster, namespace=namespace),
+            )
+            for name, (cluster, namespace) in targets.items()
+        ]
 
     def list_instance_types(self, region: RegionSpec | None) -> list[InstanceTypeSpec]:
         client = self.client(region)
@@ -204,6 +212,7 @@ class KubernetesCatalog:
                 page=pod_page,
                 prefetch=True,
             )
+        _upstream_region(summary.resource.region, client.connection)
         self._report_excluded(summary.excluded)
         if warn:  # pricing says it in its notes instead, which a table prints once
             self._report_overcommitted(summary.overcommitted)
@@ -239,6 +248,8 @@ class KubernetesCatalog:
                 page=pod_page,
                 prefetch=True,
             )
+        for point in window.points.values():
+            _upstream_region(point.region, client.connection)
         self._report_excluded(window.excluded)
         self._report_overcommitted(window.overcommitted)
         return window.points
@@ -262,6 +273,16 @@ class KubernetesCatalog:
         raise UsageError(
             "kubernetes pricing has no window: prices come from the cloud catalogs "
             "(`shoal pricing -p aws --start ...`)"
+        )
+
+
+def _upstream_region(region: RegionSpec | None, connection: Connection) -> None:
+    """The upstream Go `kubernetes` member of a region this catalog answers with: the
+    context asked, its cluster and the namespace it works in (the cluster's figures are
+    cluster-wide; the namespace is the context's, where a workload would go)."""
+    if region is not None:
+        region.kubernetes = KubernetesRegion(
+            context=connection.context, cluster=connection.cluster, namespace=connection.namespace
         )
 
 

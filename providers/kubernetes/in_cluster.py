@@ -26,6 +26,14 @@ def in_pod(env: Mapping[str, str]) -> bool:
     return bool(env.get(ENV_SERVICE_HOST) and env.get(ENV_SERVICE_PORT))
 
 
+def pod_namespace(env: Mapping[str, str], directory: Path) -> str:
+    """The pod's namespace: POD_NAMESPACE, else the service account's, else `default`."""
+    namespace = env.get("POD_NAMESPACE", "").strip()
+    if not namespace and (directory / "namespace").is_file():
+        namespace = (directory / "namespace").read_text(encoding="utf-8").strip()
+    return namespace or "default"
+
+
 def in_cluster(env: Mapping[str, str], directory: Path) -> Connection:
     """The service account's connection; `in_pod(env)` must hold."""
     host = env[ENV_SERVICE_HOST].strip()
@@ -47,15 +55,13 @@ def in_cluster(env: Mapping[str, str], directory: Path) -> Connection:
             f"in-cluster: {ENV_SERVICE_HOST} and {ENV_SERVICE_PORT} make {display(server)!r}, "
             f"which is not a usable URL: {exc}; fix the pod's environment or set {ENV_KUBECONFIG}"
         ) from None
-    namespace = env.get("POD_NAMESPACE", "").strip()
-    if not namespace and (directory / "namespace").is_file():
-        namespace = (directory / "namespace").read_text(encoding="utf-8").strip()
+    namespace = pod_namespace(env, directory)
     return Connection(
         server=server,
         context=IN_CLUSTER,
         cluster=IN_CLUSTER,
         user="serviceaccount",
-        namespace=namespace or "default",
+        namespace=namespace,
         ca_file=ca_file if ca_file.is_file() else None,
         token=read_token_file(token_file, "in-cluster"),
         token_file=token_file,

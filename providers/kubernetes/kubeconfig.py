@@ -27,7 +27,13 @@ from providers.core.errors import ConfigError
 from providers.kubernetes.connection import Connection
 from providers.kubernetes.credentials import user_fields
 from providers.kubernetes.endpoint import cluster_fields
-from providers.kubernetes.in_cluster import IN_CLUSTER, SERVICE_ACCOUNT_DIR, in_cluster, in_pod
+from providers.kubernetes.in_cluster import (
+    IN_CLUSTER,
+    SERVICE_ACCOUNT_DIR,
+    in_cluster,
+    in_pod,
+    pod_namespace,
+)
 from providers.kubernetes.kubeconfig_fields import Entry
 
 if TYPE_CHECKING:
@@ -89,6 +95,24 @@ def list_contexts(env: Mapping[str, str], *, home: Path | None = None) -> tuple[
             return [IN_CLUSTER], IN_CLUSTER
         load_connection(env, None, home=home)  # raises the one clear "no configuration" error
     return sorted(merged.contexts), merged.current_context
+
+
+def context_targets(
+    env: Mapping[str, str], *, home: Path | None = None
+) -> tuple[dict[str, tuple[str, str]], str]:
+    """Each context's (cluster, namespace) as `load_connection` would resolve them (the
+    namespace `default` when the context names none, as kubectl), and the current context;
+    no users or credentials are read: what a region list shows of each context."""
+    merged, _ = _load_merged(env, home)
+    if merged.is_empty():
+        if in_pod(env):
+            return {IN_CLUSTER: (IN_CLUSTER, pod_namespace(env, SERVICE_ACCOUNT_DIR))}, IN_CLUSTER
+        load_connection(env, None, home=home)  # raises the one clear "no configuration" error
+    targets = {
+        name: (entry.body.cluster, entry.body.namespace or "default")
+        for name, entry in sorted(merged.contexts.items())
+    }
+    return targets, merged.current_context
 
 
 def _exists(path: Path) -> bool:

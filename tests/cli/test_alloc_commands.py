@@ -250,8 +250,9 @@ def test_free_twice_is_harmless(cli, limited: None) -> None:
     assert "already freed" in second.stderr
     as_json = cli("free", ident, "--json")
     assert as_json.exit_code == 0
-    assert as_json.json()["changed"] is False
-    assert as_json.json()["status"] == "FREED"
+    (item,) = as_json.json()  # always an array, one id or several
+    assert item["changed"] is False and item["error"] is None
+    assert item["status"] == "FREED"
 
 
 def test_free_unknown_id_exits_1(cli, limited: None) -> None:
@@ -319,7 +320,10 @@ def test_free_expired_that_fails_exits_1_and_keeps_it(cli, limited: None) -> Non
     time.sleep(0.2)
     run = cli("free", "--expired", "--json")
     assert run.exit_code == 1
-    assert [(r["id"], r["status"]) for r in run.json()] == [(stuck, "ERROR")]
+    # The failure keeps the row's real status, and says why with its exit code.
+    (item,) = run.json()
+    assert (item["id"], item["status"], item["changed"]) == (stuck, "EXPIRED", False)
+    assert item["error"]["exit_code"] == 1 and item["error"]["message"] in run.stderr
     # Past its lifetime it holds nothing (EXPIRED), but is still there to be freed.
     assert rows(cli) == {stuck: "EXPIRED"}
 

@@ -91,7 +91,9 @@ def test_types_json(cli: Cli) -> None:
     data = run.json()
     round_trips(list[InstanceTypeSpec], data)
     (host,) = data
-    assert set(host) == {"name", "vcpus", "memory_gib", "arch", "gpu_count", "region", "source"}
+    shoal = {"name", "vcpus", "memory_gib", "arch", "gpu_count", "region", "source"}
+    assert set(host) == shoal | {"instanceType"}  # upstream's InstanceTypeSpec member
+    assert host["instanceType"] == host["name"]
     assert host["source"].startswith("this host")
     assert (host["name"], host["region"], host["gpu_count"]) == ("host", "local", 0)
     assert host["vcpus"] >= 1 and host["memory_gib"] > 0

@@ -234,7 +234,7 @@ def test_catalog_status_export_and_import(cli, clouds, home: Path, tmp_path: Pat
         ("cloud-a", "r2", 2),
     ]
     path = tmp_path / "cloud-a.json.gz"
-    run = ok(cli("catalog", "export", "-p", "cloud-a", "-o", str(path)))
+    run = ok(cli("catalog", "export", "-p", "cloud-a", "--file", str(path)))
     assert "2 regions" in run.stderr and run.stdout == ""
     exported = json.loads(ok(cli("catalog", "export", "-p", "cloud-a")).stdout)
     assert exported["format"] == "shoal-catalog" and len(exported["snapshots"]) == 2
@@ -356,7 +356,7 @@ def test_export_to_stdin_of_import_and_json_says_where(
                  env={"SHOAL_HOME": str(other)}))  # fmt: skip
     assert run.json()[0]["provider"] == "cloud-a" and run.json()[0]["imported"] == ["r1"]
     target = tmp_path / "a.json.gz"
-    said = ok(cli("catalog", "export", "-p", "cloud-a", "-o", str(target), "--json")).json()
+    said = ok(cli("catalog", "export", "-p", "cloud-a", "--file", str(target), "--json")).json()
     assert said == {"provider": "cloud-a", "path": str(target.resolve()), "regions": 1,
                     "historyPoints": 2}  # fmt: skip
     assert target.exists()

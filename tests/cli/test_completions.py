@@ -114,10 +114,10 @@ def test_no_provider_option_where_the_command_has_none(env: dict[str, str]) -> N
     assert "--provider" not in bash_complete("shoal free --p", env)
     # An option's values belong to the command: `-p` is a provider only where it is one.
     assert bash_complete("shoal free --remote ", env)[:1] == ["aws"]
-    assert bash_complete("shoal status --output ", env) == ["table", "wide", "json", "yaml"]
+    assert bash_complete("shoal status --output ", env) == ["table", "wide", "json", "yaml", "name"]
     assert bash_complete("shoal task test-1 snapshot --output ", env) == ["json", "yaml"]
-    # catalog export's --output is a file: nothing offered, so bash falls back to files.
-    assert bash_complete("shoal catalog export --output ", env) == []
+    # catalog export's --file: nothing offered, so bash falls back to files.
+    assert bash_complete("shoal catalog export --file ", env) == []
 
 
 def test_bash_leaves_file_arguments_to_file_completion(env: dict[str, str]) -> None:
@@ -241,6 +241,8 @@ def test_zsh_offers_options_with_descriptions_intact(env: dict[str, str], tmp_pa
     assert set(zsh_complete("shoal catalog status --", env, tmp_path)) == {
         "--json",
         "--output",
+        "--no-headers",
+        "--quiet",
         "--help",
     }
 

@@ -42,6 +42,9 @@ JSON_KEYS = {
     "checksum",
     "seconds",
     "cached",
+    # The spec's Image beside them (url, sum; name, version and tag above).
+    "url",
+    "sum",
 }
 
 Cli = Callable[..., Any]
@@ -152,6 +155,7 @@ def test_json_has_exactly_the_documented_fields(
     assert got["checksum"] == f"sha256:{sha256(data)}"
     assert isinstance(got["seconds"], float | int) and got["seconds"] >= 0
     assert got["cached"] is False
+    assert (got["url"], got["sum"]) == (url, got["checksum"])  # the spec's Image
 
 
 def test_second_pull_is_cached_and_force_pulls_again(

@@ -27,6 +27,7 @@ from tests.providers.kubernetes.test_catalog import (
     mixed_nodes,
     mixed_pods,
     priced_nodes,
+    upstream,
     write_kubeconfig,
 )
 
@@ -69,7 +70,10 @@ def table_rows(stdout: str, title: str) -> list[list[str]]:
 
 def test_regions_json_are_the_contexts(cli: Cli, env: dict[str, str], api: ApiServer) -> None:
     run = ok(cli("regions", *K8S, "--json", env=env))
-    assert run.json() == [{"name": "prod", "location": "current"}, {"name": "staging"}]
+    assert run.json() == [
+        {"name": "prod", "location": "current", "kubernetes": upstream("prod")},
+        {"name": "staging", "kubernetes": upstream("staging")},
+    ]
     assert run.stderr == ""
     assert api.seen == []
 
@@ -77,6 +81,7 @@ def test_regions_json_are_the_contexts(cli: Cli, env: dict[str, str], api: ApiSe
 def test_types_json(cli: Cli, env: dict[str, str]) -> None:
     run = ok(cli("types", *K8S, "--json", env=env))
     found = run.json()
+    assert all(t.pop("instanceType") == t["name"] for t in found)  # upstream's member
     assert all(
         t.pop("source").endswith("node(s) report in status.capacity (context prod)") for t in found
     )
@@ -162,13 +167,13 @@ def test_resources_table_has_a_row_per_pool_class_and_resource(
     assert [
         "prod",
         "karpenter.sh/nodepool=gpu",
-        "on-demand",
+        "od",
         "instance/g5.2xlarge",
         "1",
         "0",
         "1",
     ] in rows
-    assert ["prod", "node=eks-od-1", "on-demand", "cpu/vcpu", "4", "1", "3"] in rows
+    assert ["prod", "node=eks-od-1", "od", "cpu/vcpu", "4", "1", "3"] in rows
     assert [
         "prod",
         "cloud.google.com/gke-nodepool=spot-pool",
@@ -181,7 +186,7 @@ def test_resources_table_has_a_row_per_pool_class_and_resource(
     assert [
         "prod",
         "topology.kubernetes.io/zone=us-east-1a",
-        "on-demand",
+        "od",
         "instance/m5.xlarge",
         "1",
         "1",
@@ -195,9 +200,10 @@ def test_context_option_env_and_region_select_another_context(
     cli: Cli, env: dict[str, str], api: ApiServer
 ) -> None:
     by_option = ok(cli("resources", *K8S, "--context", "staging", "--json", env=env)).json()
-    assert by_option[0]["region"] == {"name": "staging"}
+    staging = {"name": "staging", "kubernetes": upstream("staging")}
+    assert by_option[0]["region"] == staging
     by_region = ok(cli("resources", *K8S, "--region", "staging", "--json", env=env)).json()
-    assert by_region[0]["region"] == {"name": "staging"}
+    assert by_region[0]["region"] == staging
     by_env = ok(cli("types", *K8S, "--json", env={**env, "SHOAL_KUBE_CONTEXT": "staging"}))
     assert {t["region"] for t in by_env.json()} == {"staging"}
     everywhere = ok(cli("resources", *K8S, "--region", "all", "--json", env=env)).json()
@@ -233,7 +239,8 @@ def test_pricing_shows_the_pool_costs_table(cli: Cli, home: Path, tmp_path: Path
         "(run `shoal pricing -p gcp --region us-central1` to fetch)\n"
     ) in run.stderr
     [priced] = as_json
-    assert priced["provider"] == "kubernetes" and priced["region"] == {"name": "prod"}
+    assert priced["provider"] == "kubernetes"
+    assert priced["region"] == {"name": "prod", "kubernetes": upstream("prod")}
     assert [(p["value"], p["nodes"]) for p in priced["pools"]] == [
         ("", 1),
         ("gpu", 2),
@@ -284,6 +291,7 @@ def test_types_show_the_machine_not_the_first_node_that_lost_a_gpu(
     assert run.json() == same.json() == [
         {
             "name": "p4d.24xlarge",
+            "instanceType": "p4d.24xlarge",
             "vcpus": 96.0,
             "memory_gib": 1152.0,
             "arch": "x86_64",

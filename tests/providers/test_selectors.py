@@ -113,17 +113,76 @@ def test_no_selectors_match_everything() -> None:
 @pytest.mark.parametrize(
     ("token", "expected"),
     [
-        ("vcpus>=4", Selector(key="vcpus", operator=">=", values=["4"])),
-        ("gpu==H100", Selector(key="gpu", operator="=", values=["H100"])),
-        ("GPU != H100", Selector(key="gpu", operator="!=", values=["H100"])),
-        ("gpu in ( H100 , A100 )", Selector(key="gpu", operator="in", values=["H100", "A100"])),
-        ("gpu notin (T4)", Selector(key="gpu", operator="notin", values=["T4"])),
-        ("gpu", Selector(key="gpu", operator="exists")),
-        ("!gpu", Selector(key="gpu", operator="!exists")),
+        ("vcpus>=4", Selector(key="vcpus", operator="Gte", values=["4"])),
+        ("vcpus>4", Selector(key="vcpus", operator="Gt", values=["4"])),
+        ("vcpus<=4", Selector(key="vcpus", operator="Lte", values=["4"])),
+        ("vcpus<4", Selector(key="vcpus", operator="Lt", values=["4"])),
+        ("gpu==H100", Selector(key="gpu", operator="In", values=["H100"])),
+        ("GPU != H100", Selector(key="gpu", operator="NotIn", values=["H100"])),
+        ("gpu in ( H100 , A100 )", Selector(key="gpu", operator="In", values=["H100", "A100"])),
+        ("gpu notin (T4)", Selector(key="gpu", operator="NotIn", values=["T4"])),
+        ("gpu", Selector(key="gpu", operator="Exists")),
+        ("!gpu", Selector(key="gpu", operator="DoesNotExist")),
     ],
 )
 def test_parsed_selector_shape(token: str, expected: Selector) -> None:
+    # The upstream Go types.Selector's operators (In, NotIn, Exists, DoesNotExist), and
+    # shoal's numeric ones beside them.
     assert selectors.parse([token]) == [expected]
+
+
+# -- the upstream Go shape as input ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "expression"),
+    [
+        ('[{"key": "gpu", "operator": "In", "values": ["H100"]}]', "gpu=H100"),
+        ('[{"key": "gpu", "operator": "NotIn", "values": ["H100", "T4"]}]', "gpu notin (H100,T4)"),
+        ('[{"key": "gpu", "operator": "Exists", "values": []}]', "gpu"),
+        ('[{"key": "gpu", "operator": "DoesNotExist"}]', "!gpu"),
+        ('[{"key": "gpu", "operator": "Exists", "values": null}]', "gpu"),  # Go's nil slice
+        ('[{"key": "vcpus", "operator": "Gte", "values": ["9"]}]', "vcpus>=9"),
+        ('[{"key": "vcpus", "operator": "lt", "values": [9]}]', "vcpus<9"),  # a number, any case
+        (
+            '{"resourceSelectors": [{"key": "ARCH", "operator": "in", "values": ["arm64"]}]}',
+            "arch=arm64",
+        ),
+    ],
+)
+def test_json_selectors_mean_what_the_text_grammar_does(document: str, expression: str) -> None:
+    assert selectors.parse([document]) == selectors.parse([expression])
+    assert chosen(document) == chosen(expression)
+
+
+def test_json_and_text_selectors_combine() -> None:
+    both = chosen('[{"key":"vcpus","operator":"Gte","values":["2"]}]', "arch=arm64")
+    assert both == ["m7g.large"]
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        ('[{"key": "gpu", "operator": "Equals", "values": ["x"]}]', "--select [0].operator: "),
+        ('[{"key": "cores", "operator": "Exists"}]', "--select [0].key: unknown key 'cores'"),
+        ('[{"operator": "Exists"}]', "--select [0].key: missing"),
+        ('[{"key": "gpu", "operator": "In"}]', "--select [0].values: In needs at least one"),
+        ('[{"key": "gpu", "operator": "Exists", "values": ["x"]}]', "[0].values: Exists takes no"),
+        ('[{"key": "gpu", "operator": "Gt", "values": ["1"]}]', "[0].operator: Gt needs a numeric"),
+        ('[{"key": "vcpus", "operator": "Gt", "values": ["1", "2"]}]', "exactly one number"),
+        ('[{"key": "vcpus", "operator": "In", "values": ["x"]}]', "[0].values[0]: 'x' is not a"),
+        ('[{"key": "gpu", "operator": "In", "values": [""]}]', "[0].values[0]: empty value"),
+        ('[{"key": "gpu", "operator": "In", "values": [true]}]', "[0].values[0]: expected a str"),
+        ('[{"key": "gpu", "operatr": "In"}]', "--select [0].operatr: unknown field"),
+        ('{"resourceSelectors": [{"key": "gpu", "operator": "X"}]}', "resourceSelectors[0].oper"),
+        ('{"selectors": []}', "--select selectors: unknown field"),
+        ('{"resourceSelectors": {}}', "--select resourceSelectors: expected a list"),
+        ("[1]", "--select [0]: expected an object"),
+        ('[{"key": "gpu"', "--select: not valid JSON"),
+    ],
+)
+def test_malformed_json_selector_names_the_field(document: str, fragment: str) -> None:
+    assert fragment in _usage_error(document)
 
 
 def _usage_error(expression: str) -> str:

@@ -13,7 +13,9 @@ from drivers.spec.types import LabelDefinition
 from providers.core.errors import UsageError
 from providers.core.wire import WireError, from_wire, to_wire
 from providers.models import (
+    AWSRegion,
     InstanceTypeSpec,
+    KubernetesRegion,
     ListResourceFilter,
     RegionResource,
     RegionResourceItem,
@@ -25,6 +27,7 @@ from providers.models import (
     ResourceStat,
     ResourceStatItem,
     Selector,
+    aws_region,
 )
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "overview_example.json"
@@ -143,25 +146,60 @@ def test_list_options_wire_names() -> None:
         start_time=datetime(2026, 3, 7, 3, 29, tzinfo=UTC),
         end_time=datetime(2026, 3, 7, 5, 0, tzinfo=UTC),
         filter=ListResourceFilter(
-            resource_selectors=[Selector(key="vcpus", operator=">=", values=["4"])]
+            resource_selectors=[Selector(key="vcpus", operator="Gte", values=["4"])]
         ),
     )
     assert to_wire(opts) == {
         "region": {"name": "r1", "zones": ["a", "b"]},
         "start_time": "2026-03-07T03:29:00Z",
         "end_time": "2026-03-07T05:00:00Z",
-        "filter": {"resourceSelectors": [{"key": "vcpus", "operator": ">=", "values": ["4"]}]},
+        "filter": {"resourceSelectors": [{"key": "vcpus", "operator": "Gte", "values": ["4"]}]},
     }
     assert to_wire(ResourceListOptions()) == {"region": {"name": ""}}
 
 
-def test_exists_selector_omits_values() -> None:
-    assert to_wire(Selector(key="gpu", operator="exists")) == {"key": "gpu", "operator": "exists"}
+def test_exists_selector_prints_empty_values_as_upstream_does() -> None:
+    # The upstream Go types.Selector has `values` without omitempty.
+    wire = to_wire(Selector(key="gpu", operator="Exists"))
+    assert wire == {"key": "gpu", "operator": "Exists", "values": []}
 
 
 def test_instance_type_omits_empty_gpu_fields_but_keeps_gpu_count() -> None:
     wire = to_wire(InstanceTypeSpec(name="host", vcpus=2, memory_gib=4.5, arch="arm64"))
-    assert wire == {"name": "host", "vcpus": 2, "memory_gib": 4.5, "arch": "arm64", "gpu_count": 0}
+    assert wire == {
+        "name": "host",
+        "instanceType": "host",  # the upstream Go types.InstanceTypeSpec's member
+        "vcpus": 2,
+        "memory_gib": 4.5,
+        "arch": "arm64",
+        "gpu_count": 0,
+    }
+
+
+def test_an_also_name_reads_back_and_must_agree_with_the_field() -> None:
+    assert from_wire(InstanceTypeSpec, {"instanceType": "m5.large"}).name == "m5.large"
+    both = {"name": "m5.large", "instanceType": "m5.large"}
+    assert from_wire(InstanceTypeSpec, both).name == "m5.large"
+    with pytest.raises(WireError, match=r"^instanceType: differs from name"):
+        from_wire(InstanceTypeSpec, {"name": "a", "instanceType": "b"})
+
+
+def test_upstream_region_members() -> None:
+    aws = aws_region(RegionSpec(name="us-east-1", location="US East (N. Virginia)"))
+    assert to_wire(aws) == {
+        "name": "us-east-1",
+        "location": "US East (N. Virginia)",
+        "aws": {"region": "us-east-1"},
+    }
+    assert to_wire(AWSRegion(region="us-east-1", zone="us-east-1a"))["zone"] == "us-east-1a"
+    kube = RegionSpec(name="prod", kubernetes=KubernetesRegion("prod", "loop", "default"))
+    assert to_wire(kube)["kubernetes"] == {
+        "context": "prod",
+        "cluster": "loop",
+        "namespace": "default",
+    }
+    assert from_wire(RegionSpec, to_wire(kube)) == kube
+    assert to_wire(aws_region(RegionSpec())) == {"name": ""}  # no region, no member
 
 
 def test_datetimes_serialise_as_utc_with_z() -> None:

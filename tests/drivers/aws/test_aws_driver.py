@@ -105,9 +105,9 @@ def test_the_remote_listing_and_free_from_another_machine(
     other = elsewhere(env, tmp_path)
     assert ok(cli("status", "--json", env=other)).json() == []  # its ledger has nothing
     (row,) = ok(cli("status", "--remote", "aws", "--json", env=other)).json()
-    assert row["id"] == made["id"] and row["status"] == "running" and row["holds"] is True
-    assert row["instance_id"] == made["resource"]["metadata"]["instance_id"]
-    assert row["expires"] is None and row["expired"] is False
+    assert row["id"] == made["id"] and row["status"] == "running" and row["detail"]["holds"]
+    assert row["detail"]["instance_id"] == made["resource"]["metadata"]["instance_id"]
+    assert row["expires"] is None and row["detail"]["expired"] is False
     table = ok(cli("status", "--remote", "aws", env=other)).stdout
     assert made["id"] in table and "t3.medium" in table
     freed = ok(cli("free", made["id"], "--remote", "aws", env=other))
@@ -128,7 +128,8 @@ def test_expiry_is_honoured_by_free_expired_here_and_remotely(
     keep = allocated(cli, env, f"{SMALL} --lifetime 1h")
     time.sleep(2.1)  # 1 s, and the tag's whole second
     rows = {r["id"]: r for r in ok(cli("status", "--remote", "aws", "--json", env=env)).json()}
-    assert rows[theirs["id"]]["expired"] is True and rows[keep["id"]]["expired"] is False
+    assert rows[theirs["id"]]["detail"]["expired"] is True
+    assert rows[keep["id"]]["detail"]["expired"] is False
     assert "past its expiry" in rows[theirs["id"]]["note"]
     table = ok(cli("status", "--remote", "aws", env=env)).stdout
     assert "expired" in table

@@ -252,7 +252,7 @@ def test_capacity_is_the_engine_cpus(shoal: Shoal, podman_engine: Podman) -> Non
     assert f"cpu={cpus} ram={ram}GiB" in over.stderr
     real = shoal(*base, "--cpu", str(cpus + 1), "-o", f"entry={IDLE}")
     assert real.exit_code == 2, real.stderr
-    assert "more than the engine has" in real.stderr
+    assert f"can never fit: the driver's total is {cpus} (cpu), the engine's" in real.stderr
 
 
 def test_resources_breakdown_shows_the_container_driver(
@@ -342,7 +342,7 @@ def test_status_remote_lists_the_engine_containers_of_shoal(
     run = shoal("status", "--remote", "container", "--json")
     assert run.exit_code == 0, run.stderr
     listed = {r["id"]: r for r in run.json()}
-    assert listed[one["id"]]["state"] == listed[two["id"]]["state"] == "running"
+    assert listed[one["id"]]["detail"]["state"] == listed[two["id"]]["detail"]["state"] == "running"
     # The fields every driver's listing shares, as `status` shows them: RFC 3339 times.
     assert listed[one["id"]]["status"] == "running"
     assert listed[one["id"]]["driver"] == "container/default"

@@ -44,6 +44,9 @@ RESULT_KEYS = {
     "checksum",
     "seconds",
     "cached",
+    # The spec's Image beside them (url, sum; name, version and tag above).
+    "url",
+    "sum",
 }
 
 

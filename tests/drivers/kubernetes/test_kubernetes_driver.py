@@ -195,7 +195,7 @@ def test_no_room_is_retryable_and_nothing_is_created(
     assert api.names("pods") == []
 
 
-def test_status_shows_why_a_pod_is_pending_then_gone(
+def test_status_shows_why_a_pod_is_pending_then_how_it_exited(
     cli: Cli, api: ApiServer, env: dict[str, str]
 ) -> None:
     made = alloc(cli, env, "--cpu", "1", "-o", "image=busybox")
@@ -261,8 +261,9 @@ def test_status_shows_why_a_pod_is_pending_then_gone(
         },
     )
     shown = ok(cli("status", made["id"], "--json", env=env)).json()
-    assert shown["driver_status"] == "NONE" and shown["status"] == "GONE"
-    assert shown["detail"]["exit_code"] == 3
+    # A pod that ended is a job that finished (EXITED, its code), not one that vanished.
+    assert shown["driver_status"] == "NONE" and shown["status"] == "EXITED"
+    assert shown["detail"]["exit_code"] == 3 and "exited with code 3" in shown["note"]
 
 
 def test_free_deletes_with_grace_and_twice_is_harmless(
@@ -432,8 +433,12 @@ def test_status_remote_lists_what_other_machines_made(
     other_home.mkdir()
     theirs = alloc(cli, {**env, "SHOAL_HOME": str(other_home)}, "-o", "image=y", "-o", "kind=job")
     listed = ok(cli("status", "--remote", "kubernetes", "--json", env=env)).json()
-    assert {(r["id"], r["kind"]) for r in listed} == {(mine["id"], "pod"), (theirs["id"], "job")}
-    assert all(r["namespace"] == "team-a" and r["holds"] for r in listed)
+    # The allocation object, the driver's own fields in `detail`.
+    assert {(r["id"], r["detail"]["kind"]) for r in listed} == {
+        (mine["id"], "pod"),
+        (theirs["id"], "job"),
+    }
+    assert all(r["detail"]["namespace"] == "team-a" and r["detail"]["holds"] for r in listed)
     local = ok(cli("status", "--json", env=env)).json()
     assert [r["id"] for r in local] == [mine["id"]]  # the ledger: this machine's only
     table = ok(cli("status", "--remote", "kubernetes", env=env)).stdout
@@ -451,7 +456,9 @@ def test_free_remote_frees_what_another_machine_made(
     run = cli("free", theirs["id"], env=env)
     assert run.exit_code == 1  # not in this machine's ledger
     run = ok(cli("free", theirs["id"], "--remote", "kubernetes", "--json", env=env))
-    assert run.json()["status"] == "FREED" and "another machine" in run.json()["message"]
+    (freed,) = run.json()
+    assert freed["status"] == "FREED" and "another machine" in freed["note"]
+    assert freed["changed"] is True and freed["error"] is None
     assert api.names("jobs") == []
     run = cli("free", theirs["id"], "--remote", "kubernetes", env=env)
     assert run.exit_code == 1 and "holds no shoal allocation" in run.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -180,7 +181,12 @@ def test_summaries_hide_ended_rows_unless_asked(ledger: Ledger) -> None:
         "expires",
         "updated",
         "note",
+        "starts",
+        "claim_by",
     }
+    # Each with its allocation object built by SQLite, when asked.
+    encoded = ledger.summaries(include_ended=True, encoded=True)
+    assert [json.loads(r["json"])["id"] for r in encoded] == ids
 
 
 def test_expired_lists_allocated_and_gone_rows_past_their_time(ledger: Ledger) -> None:

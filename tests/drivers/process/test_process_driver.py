@@ -211,11 +211,12 @@ def test_a_workload_within_its_ram_runs(cli, configured: None, tmp_path: Path) -
     assert "MemoryError" not in log.read_text()
 
 
-def test_workload_killed_externally_is_reported_as_drift(
+def test_workload_killed_with_its_supervisor_reads_exited_with_the_code_unknown(
     cli, configured: None, tmp_path: Path
 ) -> None:
     """Killed with its supervisor, so nobody recorded how it ended (killed alone, its
-    supervisor records EXITED: tests/drivers/test_process_ends.py)."""
+    supervisor records EXITED: tests/drivers/test_process_ends.py). It ended, and its
+    output is there: EXITED with the exit code unknown, not GONE with a drift."""
     allocated = start(cli, tmp_path, "sleep 600")
     ident, pid = allocated["id"], allocated["resource"]["metadata"]["pid"]
     assert cli("status", ident, "--json").json()["status"] == "ALLOCATED"
@@ -228,11 +229,16 @@ def test_workload_killed_externally_is_reported_as_drift(
 
     run = cli("status", ident)
     assert run.exit_code == 0
-    assert "drift" in run.stderr
+    assert "drift" not in run.stderr and "GONE" not in run.stdout
     shown = cli("status", ident, "--json").json()
-    assert shown["status"] == "GONE"
+    assert shown["status"] == "EXITED" and shown["drift"] is None
     assert shown["driver_status"] == "NONE"
-    assert {r["id"]: r["status"] for r in cli("status", "--json").json()} == {ident: "GONE"}
+    assert "exit code unknown (it ended with no supervisor to record how)" in shown["note"]
+    assert {r["id"]: r["status"] for r in cli("status", "--json").json()} == {ident: "EXITED"}
+    # It holds nothing: the whole of cpu_limit = 2 fits again.
+    fits = cli("alloc", "--driver", "process", "--cpu", "2", "--ram", "1", "-o", "entry=sleep 1",
+               "--dry-run")  # fmt: skip
+    assert fits.stdout == "1\n", fits.stderr
     # Freeing what is already gone cleans up and succeeds.
     assert cli("free", ident).exit_code == 0
     assert not Path(allocated["resource"]["metadata"]["workspace"]).exists()

@@ -252,7 +252,7 @@ def test_bad_bookings_are_usage_errors(ctx: Drivers, clock: Clock) -> None:
         book(ctx, 1, 1, clock.now - 10 * MINUTE, "1h")
     with pytest.raises(UsageError, match="give --lifetime"):
         scheduling.book(ctx, definition(1, 1), {}, clock.now + MINUTE)
-    with pytest.raises(UsageError, match="more than test/default could hold"):
+    with pytest.raises(UsageError, match=r"can never fit: the driver.s total is 4 \(cpu\)"):
         book(ctx, CPU + 1, 1, clock.now + MINUTE, "1h")
     plain = allocate(ctx, 1, 1)
     with pytest.raises(UsageError, match="not a reservation"):

@@ -33,7 +33,7 @@ from providers.kubernetes.capacity import PoolRules
 from providers.kubernetes.catalog import HOLDING_PODS, KubernetesCatalog
 from providers.kubernetes.client import KubeClient
 from providers.kubernetes.connection import Connection
-from providers.models import RegionSpec, ResourceListOptions
+from providers.models import KubernetesRegion, RegionSpec, ResourceListOptions
 from tests.providers.kubernetes import objects as k8s
 from tests.providers.kubernetes.apiserver import ApiServer
 from tests.providers.kubernetes.certs import OPENSSL_MISSING, Certs, have_openssl, make_certs
@@ -49,6 +49,11 @@ Make = Callable[..., KubernetesCatalog]
 
 
 # -- fixtures --------------------------------------------------------------------------------
+
+
+def upstream(context: str, namespace: str = "default") -> dict[str, str]:
+    """The upstream Go `kubernetes` region member of a context of `write_kubeconfig`'s."""
+    return {"context": context, "cluster": "loop", "namespace": namespace}
 
 
 def write_kubeconfig(
@@ -244,7 +249,10 @@ def node_level(name: str, stat: dict[str, Any]) -> dict[str, Any]:
 
 
 EXPECTED_MIXED = {
-    "region": {"name": "prod"},
+    "region": {
+        "name": "prod",
+        "kubernetes": {"context": "prod", "cluster": "loop", "namespace": "default"},
+    },
     "overview": [
         {
             "nextLevel": [
@@ -299,10 +307,11 @@ def test_regions_are_the_kubeconfig_contexts_with_the_current_marked(
         tmp_path / "kc", api.base, contexts=("prod", "dev", "staging"), current="staging"
     )
     regions = make(kubeconfig=kubeconfig).list_regions()
+    # Each with the upstream Go types.RegionSpec's `kubernetes` member.
     assert to_wire(regions) == [
-        {"name": "dev"},
-        {"name": "prod"},
-        {"name": "staging", "location": "current"},
+        {"name": "dev", "kubernetes": upstream("dev")},
+        {"name": "prod", "kubernetes": upstream("prod")},
+        {"name": "staging", "location": "current", "kubernetes": upstream("staging")},
     ]
     assert api.seen == []  # contexts come from the file alone
 
@@ -341,7 +350,9 @@ def test_types_one_per_instance_type_with_arch_and_gpus(make: Make, api: ApiServ
     types = make().list_instance_types(None)
     sources = [t.pop("source") for t in to_wire(types)]
     assert sources[0] == "the shape most of its 2 node(s) report in status.capacity (context prod)"
-    assert [{k: v for k, v in t.items() if k != "source"} for t in to_wire(types)] == [
+    assert all(t["instanceType"] == t["name"] for t in to_wire(types))  # upstream's member
+    skip = ("source", "instanceType")
+    assert [{k: v for k, v in t.items() if k not in skip} for t in to_wire(types)] == [
         {
             "name": "m5.xlarge",
             "vcpus": 3.92,
@@ -441,10 +452,13 @@ def test_resources_of_a_mixed_cluster_exact_json(
 
 
 def test_resources_context_from_region_then_constructor(make: Make, mixed: ApiServer) -> None:
-    assert make().list_resources(opts("staging"))[0].region == RegionSpec(name="staging")
-    assert make(context="staging").list_resources(opts())[0].region == RegionSpec(name="staging")
+    def region(context: str) -> RegionSpec:
+        return RegionSpec(name=context, kubernetes=KubernetesRegion(**upstream(context)))
+
+    assert make().list_resources(opts("staging"))[0].region == region("staging")
+    assert make(context="staging").list_resources(opts())[0].region == region("staging")
     # --region beats the configured context
-    assert make(context="staging").list_resources(opts("prod"))[0].region == RegionSpec(name="prod")
+    assert make(context="staging").list_resources(opts("prod"))[0].region == region("prod")
 
 
 def test_resources_send_the_holding_pods_field_selector(make: Make, mixed: ApiServer) -> None:
@@ -570,7 +584,8 @@ def test_predictions_return_resources_at_active_deadlines(make: Make, api: ApiSe
     assert cpu("2026-03-01T08:45:00Z") == ("3", "0")
     assert cpu("2026-03-01T09:00:00Z") == ("1", "0")
     assert cpu("2026-03-01T10:00:00Z") == ("1", "0")
-    assert all(r.region == RegionSpec(name="prod") for r in found.values())
+    prod = RegionSpec(name="prod", kubernetes=KubernetesRegion(**upstream("prod")))
+    assert all(r.region == prod for r in found.values())
     [pods] = [api.requests("GET", PODS)]
     assert pods[0].query["fieldSelector"] == [HOLDING_PODS["fieldSelector"]]
 
@@ -716,7 +731,7 @@ def priced(api: ApiServer, home: Path) -> ApiServer:
 def test_pricing_of_pools_from_the_cached_cloud_catalog(make: Make, priced: ApiServer) -> None:
     [found] = make().list_pricing(opts())
     data = to_wire(found)
-    assert data["region"] == {"name": "prod"}
+    assert data["region"] == {"name": "prod", "kubernetes": upstream("prod")}
     assert data["provider"] == "kubernetes" and data["currency"] == "USD"
     assert data["items"] == {
         "g5.2xlarge": {"onDemandPrice": 1.212},

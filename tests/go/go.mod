@@ -1,0 +1,3 @@
+module shoal.test/upstream
+
+go 1.19
