@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from providers.core.errors import ShoalError, UsageError
+from providers.core.errors import ConfigError, ShoalError, UsageError
 
 if TYPE_CHECKING:
     from providers.compare import Row
@@ -203,9 +203,9 @@ def resources(catalog: Catalog, query: Query) -> ResourcesAnswer:
 
 
 def pricing(providers: Sequence[str], open_catalog: OpenCatalog, query: Query) -> PricingAnswer:
-    """Every provider's prices; with several, one that fails is a failure in the answer
-    (the others still answer); when all fail, `error` is the last failure, for the caller
-    to raise after showing them."""
+    """Every provider's prices; one that fails is a failure in the answer (the others
+    still answer); when all fail, `error` is the last failure, for the caller to raise
+    after showing them."""
     from providers.compare import flatten, regroup, sort_rows
 
     check_window(query.start, query.end)
@@ -223,8 +223,10 @@ def pricing(providers: Sequence[str], open_catalog: OpenCatalog, query: Query) -
         try:
             got = _pricing_of(open_catalog(name), name, query)
         except ShoalError as exc:
-            if len(names) == 1:
-                raise
+            if len(names) == 1 and isinstance(exc, (UsageError, ConfigError)):
+                raise  # the request or the config file is wrong, not the provider
+            # A provider that failed is an entry of the answer, also when it was the only
+            # one asked: `--json` prints the documented error entry, then the error is raised.
             answer.failures.append(ProviderFailure(name, exc))
             continue
         if isinstance(got, dict):

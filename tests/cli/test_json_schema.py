@@ -179,6 +179,24 @@ def test_pricing_when_every_provider_fails_prints_the_error_entries(
     assert table.exit_code == 1 and table.stdout == ""
 
 
+def test_pricing_of_one_provider_that_fails_prints_its_error_entry(
+    cli: Cli, clouds: dict[str, Fetcher]
+) -> None:
+    # Was: nothing on stdout when the only provider asked failed (a script reading the JSON
+    # got no entry to tell it which provider and why); a request error still prints nothing.
+    run = cli("pricing", "-p", "cloud-down", "--json")
+    entries = ok(run, code=77)
+    check_each(entries, "pricing")
+    assert [(e["provider"], e["error"]) for e in entries] == [
+        ("cloud-down", "cloud-down: set DOWN_KEY")
+    ]
+    assert run.stderr.splitlines() == ["shoal: error: cloud-down: set DOWN_KEY"]
+    unreachable = cli("pricing", "-p", "cloud-off", "--json")
+    assert unreachable.exit_code == 1 and len(unreachable.json()) == 1
+    wrong = cli("pricing", "-p", "cloud-down", "--sort", "nonsense", "--json")
+    assert wrong.exit_code == 2 and wrong.stdout == ""
+
+
 # -- drivers, config, images -----------------------------------------------------------------
 
 
