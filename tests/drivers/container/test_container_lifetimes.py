@@ -46,7 +46,9 @@ def running(podman: Podman, cid: str) -> bool:
 def test_a_lifetime_stops_the_container_with_no_shoal_running(
     shoal: Shoal, podman_engine: Podman
 ) -> None:
-    made = alloc(shoal, podman_engine, "--lifetime", "3s")
+    # A lifetime long enough that the container is still running when a loaded machine's
+    # alloc returns (3 s was not: a CI run with other suites beside it took longer).
+    made = alloc(shoal, podman_engine, "--lifetime", "8s")
     cid = made["resource"]["metadata"]["container"]
     assert running(podman_engine, cid)
     # Only the engine is asked (podman's CLI) until it has stopped: no shoal command runs.
@@ -85,7 +87,7 @@ def test_a_container_started_again_outside_shoal_is_still_stopped_at_its_deadlin
 def test_a_killed_supervisor_leaves_the_container_to_the_next_command(
     shoal: Shoal, podman_engine: Podman
 ) -> None:
-    made = alloc(shoal, podman_engine, "--lifetime", "2s")
+    made = alloc(shoal, podman_engine, "--lifetime", "6s")  # outlives a slow alloc
     cid = made["resource"]["metadata"]["container"]
     os.kill(made["resource"]["metadata"]["supervisor"]["pid"], signal.SIGKILL)
     wait_for(lambda: datetime.now(UTC) > due(made), "the expiry", timeout=30)
