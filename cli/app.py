@@ -167,6 +167,7 @@ COMMANDS: dict[str, str] = {
     "types": "cli.commands.types:types",
     "resources": "cli.commands.resources:resources",
     "pricing": "cli.commands.pricing:pricing",
+    "offers": "cli.commands.offers:offers",
     "alloc": "cli.commands.alloc:alloc",
     "status": "cli.commands.status:status",
     "free": "cli.commands.free:free",

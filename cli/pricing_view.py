@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from cli import output
-from cli.output import Col
+from cli import output, tables
+from cli.tables import Col
 
 if TYPE_CHECKING:
     from providers.models import ResourcePricing
@@ -81,7 +81,7 @@ def _price_table(rows: list[list[Any]]) -> None:
     if wide:
         columns.append(Col("As of (UTC)"))
     shown = [[*r[:10], age(r[10], now), *([r[10]] if wide else [])] for r in rows]
-    output.table("pricing", columns, shown)
+    tables.table("pricing", columns, shown)
 
 
 def _render_window(points: dict[str, ResourcePricing], as_json: bool) -> None:
@@ -102,7 +102,7 @@ def _render_window(points: dict[str, ResourcePricing], as_json: bool) -> None:
         *([Col("Kind", group="{}")] if kinds else []),
         Col("Type"),
     ]
-    output.table("pricing", [*columns, *PRICE_COLUMNS], rows)
+    tables.table("pricing", [*columns, *PRICE_COLUMNS], rows)
     methods = sorted({p.method for p in points.values() if p.method})
     if methods:
         output.message(f"forecast method: {', '.join(methods)} (see README 'Forecasts')")
@@ -138,7 +138,7 @@ def _pool_table(results: Sequence[ResourcePricing]) -> None:
             Col("Idle $/h"),
             Col("Unpriced", drop=1),
         ]
-        output.table("pool costs", columns, rows)
+        tables.table("pool costs", columns, rows)
 
 
 def _shape(spec: Any) -> list[Any]:

@@ -9,7 +9,7 @@ from providers.core.timeutil import human_duration
 from providers.models import RegionResourceItem, Resource, ResourceStatItem
 
 if TYPE_CHECKING:
-    from cli.output import Col
+    from cli.tables import Col
     from drivers.spec.views import Summary
 
 
@@ -25,7 +25,7 @@ def _number(text: str | None) -> Any:
         float(text)
     except ValueError:
         return text
-    from cli.output import Figure
+    from cli.tables import Figure
 
     return Figure(text)
 
@@ -115,7 +115,7 @@ def allocation_columns(rows: Sequence[Summary], wide: bool) -> list[Col]:
     """`status` columns: ids and statuses never leave; on a narrow terminal the note moves
     under its row (shortened with `…`), then Age is left out. `Starts` when a row is a
     booking; `-o wide` adds the absolute times."""
-    from cli.output import Col
+    from cli.tables import Col
 
     booked, started = _booked(rows), any(r.starts for r in rows)
     return [

@@ -34,7 +34,7 @@ def with_freshness(
     settings_: Settings, refresh: bool, offline: bool, max_age: str | None
 ) -> Settings:
     """Settings carrying --refresh/--offline/--max-age, and stderr for warnings and progress."""
-    from cli import output
+    from cli import output, progress
     from providers.core.errors import UsageError
     from providers.core.settings import Freshness
     from providers.core.timeutil import parse_duration
@@ -47,7 +47,7 @@ def with_freshness(
         max_age=parse_duration(max_age, "--max-age") if max_age else None,
     )
     settings_.warn = output.warn
-    settings_.progress = output.fetch_progress()
+    settings_.progress = progress.fetch_progress()
     return settings_
 
 

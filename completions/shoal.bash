@@ -54,7 +54,7 @@ _shoal_words() {
 }
 _shoal_valued() {
     case "$cmd" in
-        alloc) valued=' --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --output ' ;;
+        alloc) valued=' --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --offers --gpus --gpu --count --market --arch --max-price --provider -p --region -r --output ' ;;
         'catalog export') valued=' --provider -p --file ' ;;
         'catalog import') valued=' --output -o ' ;;
         'catalog status') valued=' --output -o ' ;;
@@ -67,6 +67,7 @@ _shoal_valued() {
         'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --output -o ' ;;
         'image rm') valued=' --out --output -o ' ;;
         logs) valued=' --tail -n ' ;;
+        offers) valued=' --gpus --gpu --cpu --ram --count --market --arch --max-price --provider -p --region -r --sort --group-by --limit --max-age --context --output -o ' ;;
         pricing) valued=' --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output -o ' ;;
         regions) valued=' --provider -p --context --output -o ' ;;
         resources) valued=' --provider -p --region -r --select -s --start --end --max-age --context --output -o ' ;;
@@ -111,9 +112,13 @@ _shoal() {
     if [[ -n $skip ]]; then
         case "$cmd:$skip" in
             alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws container docker ec2 kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
+            alloc:--provider|alloc:-p|'catalog export:--provider'|'catalog export:-p'|offers:--provider|offers:-p|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
             alloc:--output) _shoal_words 'table json yaml' ;;
-            'catalog export:--provider'|'catalog export:-p'|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
-            'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;
+            'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|offers:--output|offers:-o|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;
+            offers:--market) _shoal_words 'on-demand spot any' ;;
+            offers:--arch) _shoal_words 'x86_64 arm64' ;;
+            offers:--sort) _shoal_words 'total gpu-hour fit' ;;
+            offers:--group-by) _shoal_words 'gpu' ;;
             status:--status) _shoal_words 'ALLOCATING ALLOCATED FREEING FREED FAILED ORPHANED GONE RESERVED LAPSED EXPIRED EXITED' ;;
             task:--output) _shoal_words 'json yaml' ;;
             wait:--for) _shoal_words 'ended allocated' ;;
@@ -130,7 +135,7 @@ _shoal() {
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             wait) _shoal_reply < <(_shoal_values ids) ;;
-            '') _shoal_words 'alloc catalog completion config drivers free image logs pricing regions resources status task types version wait' ;;
+            '') _shoal_words 'alloc catalog completion config drivers free image logs offers pricing regions resources status task types version wait' ;;
             catalog) _shoal_words 'export import status' ;;
             config) _shoal_words 'check show' ;;
             image) _shoal_words 'list pull rm' ;;
@@ -138,7 +143,7 @@ _shoal() {
         ((${#COMPREPLY[@]})) && return 0
     fi
     case "$cmd" in
-        alloc) _shoal_words '--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --wait --timeout --at --reservation --json --output --help -h' ;;
+        alloc) _shoal_words '--driver -d --cpu --ram --lifetime --option -o --meta -m --multitenancy --no-multitenancy --cpu-overbook --no-cpu-overbook --ram-overbook --no-ram-overbook --dry-run --wait --timeout --at --reservation --offers --best --gpus --gpu --count --market --arch --max-price --provider -p --region -r --json --output --help -h' ;;
         'catalog export') _shoal_words '--provider -p --file --json --help -h' ;;
         'catalog import') _shoal_words '--json --output -o --help -h' ;;
         'catalog status') _shoal_words '--json --output -o --no-headers --quiet -q --help -h' ;;
@@ -151,6 +156,7 @@ _shoal() {
         'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output -o --help -h' ;;
         'image rm') _shoal_words '--out --json --output -o --help -h' ;;
         logs) _shoal_words '--follow -f --tail -n --help -h' ;;
+        offers) _shoal_words '--gpus --gpu --cpu --ram --count --market --arch --max-price --provider -p --region -r --sort --group-by --explain --limit --refresh --offline --max-age --context --json --output -o --no-headers --quiet -q --help -h' ;;
         pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --available --start --end --refresh --offline --max-age --context --json --output -o --no-headers --quiet -q --help -h' ;;
         regions) _shoal_words '--provider -p --refresh --offline --context --json --output -o --no-headers --quiet -q --help -h' ;;
         resources) _shoal_words '--provider -p --region -r --select -s --start --end --refresh --offline --max-age --context --json --output -o --no-headers --help -h' ;;

@@ -83,7 +83,7 @@ function __shoal_state --description 'command path, positionals, --home/--config
         end
         switch "$cmd"
             case alloc
-                set valued --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --output
+                set valued --driver -d --cpu --ram --lifetime --option -o --meta -m --timeout --at --reservation --offers --gpus --gpu --count --market --arch --max-price --provider -p --region -r --output
             case "catalog export"
                 set valued --provider -p --file
             case "catalog import"
@@ -108,6 +108,8 @@ function __shoal_state --description 'command path, positionals, --home/--config
                 set valued --out --output -o
             case logs
                 set valued --tail -n
+            case offers
+                set valued --gpus --gpu --cpu --ram --count --market --arch --max-price --provider -p --region -r --sort --group-by --limit --max-age --context --output -o
             case pricing
                 set valued --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output -o
             case regions
@@ -139,6 +141,7 @@ complete -c shoal -n '__shoal_is ""' -a drivers -d 'List the driver instances (n
 complete -c shoal -n '__shoal_is ""' -a free -d 'Free allocations and record each; freeing twice is harmless'
 complete -c shoal -n '__shoal_is ""' -a image -d 'Pull, list and remove images (unpacked archives)'
 complete -c shoal -n '__shoal_is ""' -a logs -d 'Print a workload\'s output, or follow it as it comes'
+complete -c shoal -n '__shoal_is ""' -a offers -d 'Show where GPUs, vCPUs and memory fit cheapest right now'
 complete -c shoal -n '__shoal_is ""' -a pricing -d 'Show hourly on-demand, spot and scheduled prices per type'
 complete -c shoal -n '__shoal_is ""' -a regions -d 'List the provider\'s regions (kubernetes: kubeconfig contexts)'
 complete -c shoal -n '__shoal_is ""' -a resources -d 'Show supply, allocated and allocatable resources'
@@ -165,6 +168,16 @@ complete -c shoal -n '__shoal_is alloc' -l wait -d 'Wait until it fits (first co
 complete -c shoal -n '__shoal_is alloc' -l timeout -r -d 'With --wait: give up after this long (e.g. 30s, 10m; exit 75)'
 complete -c shoal -n '__shoal_is alloc' -l at -r -d 'Book the capacity for [TIME, TIME+lifetime) instead of allocating now (RFC 3339, a date, now, +2h); prints the reservation\'s id'
 complete -c shoal -n '__shoal_is alloc' -l reservation -r -d 'Claim this reservation (from its start): allocate with the capacity it booked; flags and DEFINITION add to the booked definition'
+complete -c shoal -n '__shoal_is alloc' -l offers -r -d 'Launch the first offer with room from this `shoal offers --json` output (- for stdin), failing over on no capacity: next zone, region, provider'
+complete -c shoal -n '__shoal_is alloc' -l best -d 'Ask `shoal offers` now (the request flags below, --cpu, --ram) and launch the first offer with room, as --offers does'
+complete -c shoal -n '__shoal_is alloc' -l gpus -r -d 'With --best: GPUs in total'
+complete -c shoal -n '__shoal_is alloc' -l gpu -r -d 'With --best: GPU model, e.g. H100'
+complete -c shoal -n '__shoal_is alloc' -l count -r -d 'With --best: instances'
+complete -c shoal -n '__shoal_is alloc' -l market -r -d 'With --best: on-demand, spot, or any (default; spot and on-demand offers, cheapest first)'
+complete -c shoal -n '__shoal_is alloc' -l arch -r -d 'With --best: x86_64 or arm64'
+complete -c shoal -n '__shoal_is alloc' -l max-price -r -d 'With --best: most USD per hour in all'
+complete -c shoal -n '__shoal_is alloc' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'With --best: providers to ask, comma-separated; default: every configured one'
+complete -c shoal -n '__shoal_is alloc' -l region -s r -r -d 'With --best: region (repeatable), or all'
 complete -c shoal -n '__shoal_is alloc' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is alloc' -l output -r -f -a 'table json yaml' -d 'table, json (as --json) or yaml'
 complete -c shoal -n '__shoal_is alloc' -l help -s h -d 'Show help and exit'
@@ -238,6 +251,29 @@ complete -c shoal -n '__shoal_is logs' -l follow -s f -d 'Keep printing what it 
 complete -c shoal -n '__shoal_is logs' -l tail -s n -r -d 'Only the last N lines (default: all)'
 complete -c shoal -n '__shoal_is logs' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at logs 0' -f -a '(__shoal_values ids)' -d 'allocation'
+complete -c shoal -n '__shoal_is offers' -l gpus -r -d 'GPUs in total: a 1-GPU type is offered as N instances, an 8-GPU type as N/8 (rounded up)'
+complete -c shoal -n '__shoal_is offers' -l gpu -r -d 'GPU model, e.g. H100, or with memory: A100-80GB'
+complete -c shoal -n '__shoal_is offers' -l cpu -r -d 'Least vCPUs of each instance'
+complete -c shoal -n '__shoal_is offers' -l ram -r -d 'Least memory of each instance, GiB'
+complete -c shoal -n '__shoal_is offers' -l count -r -d 'Instances (with --gpus: this many, sharing the GPUs); default: as many as --gpus needs, else 1'
+complete -c shoal -n '__shoal_is offers' -l market -r -f -a 'on-demand spot any' -d 'on-demand, spot, or any (an offer per market)'
+complete -c shoal -n '__shoal_is offers' -l arch -r -f -a 'x86_64 arm64' -d 'x86_64 or arm64 (types of other arches are left out)'
+complete -c shoal -n '__shoal_is offers' -l max-price -r -d 'Most USD per hour for all the instances together'
+complete -c shoal -n '__shoal_is offers' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Providers to ask, comma-separated (aws,azure,gcp,kubernetes,local); default: every one configured here'
+complete -c shoal -n '__shoal_is offers' -l region -s r -r -d 'Region (repeatable; of any provider asked: each takes its own), or all. None: the regions already cached, or each provider\'s default'
+complete -c shoal -n '__shoal_is offers' -l sort -r -f -a 'total gpu-hour fit' -d 'total (USD per hour, the default), gpu-hour, or fit (most instances that fit now first); offers that fit now always come first'
+complete -c shoal -n '__shoal_is offers' -l group-by -r -f -a 'gpu' -d 'gpu: the cheapest offer per GPU model ($/GPU-hour)'
+complete -c shoal -n '__shoal_is offers' -l explain -d 'Also list the candidates left out, each with why'
+complete -c shoal -n '__shoal_is offers' -l limit -r -d 'Show at most N rows'
+complete -c shoal -n '__shoal_is offers' -l refresh -d 'Fetch provider data now, even if the cache is fresh'
+complete -c shoal -n '__shoal_is offers' -l offline -d 'Never fetch: answer from the cache only'
+complete -c shoal -n '__shoal_is offers' -l max-age -r -d 'Refuse cached data older than this (e.g. 6h, 2d)'
+complete -c shoal -n '__shoal_is offers' -l context -r -d 'kubeconfig context (kubernetes provider)'
+complete -c shoal -n '__shoal_is offers' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
+complete -c shoal -n '__shoal_is offers' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is offers' -l no-headers -d 'Tables without their header line (for awk, cut)'
+complete -c shoal -n '__shoal_is offers' -l quiet -s q -d 'Only ids, one per line (as -o name)'
+complete -c shoal -n '__shoal_is offers' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is pricing' -l provider -s p -r -f -a 'aws azure gcp kubernetes local' -d 'Catalog provider(s) to ask; comma-separate to compare, e.g. aws,azure,gcp'
 complete -c shoal -n '__shoal_is pricing' -l region -s r -r -d 'Region name (repeatable); \'all\' for every region. None: the regions already cached (prices), or the provider\'s default region'
 complete -c shoal -n '__shoal_is pricing' -l select -s s -r -d 'Filter with KEY OP VALUE: = != > >= < <=, \'KEY in (a,b)\', \'KEY notin (a,b)\', KEY (exists), !KEY (absent). Keys: arch, gpu, gpu_count, gpu_memory_gib, instance_type, memory_gib, name, price, provider, region, spot_price, vcpus. Comma-separate or repeat; e.g. --select \'vcpus>=16,gpu in (H100,A100)\'. Or a JSON list in the upstream Selector shape (operators In, NotIn, Exists, DoesNotExist, Gt, Gte, Lt, Lte): --select \'[{"key":"gpu","operator":"In","values":["H100"]}]\''

@@ -80,11 +80,15 @@ def sort_rows(rows: list[Row], sort: str) -> list[Row]:
 
 
 def regroup(rows: list[Row], failed: Sequence[ResourcePricing] = ()) -> list[ResourcePricing]:
-    """Rows back into per-(provider, region) ResourcePricing, in the rows' order."""
+    """Rows back into per-(provider, region) ResourcePricing, in the rows' order, each with
+    the shapes of its rows' types only."""
     groups: dict[int, ResourcePricing] = {}
     for row in rows:
         group = groups.get(id(row.pricing))
         if group is None:
-            group = groups[id(row.pricing)] = replace(row.pricing, items={})
+            group = groups[id(row.pricing)] = replace(row.pricing, items={}, shapes={})
         group.items[row.instance_type] = row.item
+        shape = row.pricing.shapes.get(row.instance_type)
+        if shape is not None:
+            group.shapes[row.instance_type] = shape
     return [*groups.values(), *failed]

@@ -197,7 +197,10 @@ class ResourcePricing:
     spec's own fields read the same): the provider, the currency, `asOf` (when the data was
     fetched), `source`, `stale` (older than the provider's TTL), `notes` (what is missing
     and why), for predictions `kind` (observed | forecast) and `method`, `error` when a
-    provider of a multi-provider query failed, and `pools` (kubernetes: cost per pool)."""
+    provider of a multi-provider query failed, `pools` (kubernetes: cost per pool), and
+    `shapes`: instance type -> its InstanceTypeSpec (vCPUs, memory, GPUs, arch; the object
+    `types --json` prints), for the types of `items` whose shape is known, so a script that
+    picks a type by price sees what it picks. `items` stays the spec's price map."""
 
     region: RegionSpec = field(default_factory=RegionSpec)
     items: dict[str, ResourcePricingItem] = field(default_factory=dict)
@@ -211,9 +214,9 @@ class ResourcePricing:
     method: str = field(omitempty=True, default="")
     error: str = field(omitempty=True, default="")
     pools: list[PoolCost] = field(omitempty=True, default_factory=list)
-    # Instance type -> its shape, for tables that show vCPUs, memory and GPUs beside the
-    # prices; not part of the spec's JSON (`types --json` carries shapes).
-    shapes: dict[str, InstanceTypeSpec] = field(internal=True, default_factory=dict)
+    # Instance type -> its shape, as the table shows beside the prices; an extra member of
+    # the spec's JSON (keyed like `items`, each a `types --json` object).
+    shapes: dict[str, InstanceTypeSpec] = field(omitempty=True, default_factory=dict)
 
 
 def selector_record(spec: InstanceTypeSpec, **extra: Any) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli import output
-from cli.commands.alloc_definition import build_definition, parse_pairs
+from cli import output, progress, tables
+from cli.commands.alloc_definition import build_definition, definition_data, parse_pairs
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
 from cli.commands.options import JsonOpt, LongOutputOpt
@@ -17,9 +17,13 @@ from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from drivers.placement.document import Document
+    from drivers.placement.failover import Attempt
     from drivers.service import Drivers
     from drivers.service.queue import Wait
     from drivers.spec.views import AllocationView
+
+_BEST = "With --best (the request `shoal offers` takes)"
 
 
 def alloc(
@@ -105,6 +109,72 @@ def alloc(
             "booked; flags and DEFINITION add to the booked definition.",
         ),
     ] = None,
+    offers: Annotated[
+        str | None,
+        typer.Option(
+            "--offers",
+            metavar="FILE",
+            help="Launch the first offer with room from this `shoal offers --json` output "
+            "(- for stdin), failing over on no capacity: next zone, region, provider.",
+        ),
+    ] = None,
+    best: Annotated[
+        bool,
+        typer.Option(
+            "--best",
+            help="Ask `shoal offers` now (the request flags below, --cpu, --ram) and launch "
+            "the first offer with room, as --offers does.",
+        ),
+    ] = False,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", min=1, help="With --best: GPUs in total.", rich_help_panel=_BEST),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="With --best: GPU model, e.g. H100.", rich_help_panel=_BEST),
+    ] = None,
+    count: Annotated[
+        int | None,
+        typer.Option("--count", min=1, help="With --best: instances.", rich_help_panel=_BEST),
+    ] = None,
+    market: Annotated[
+        str | None,
+        typer.Option(
+            "--market",
+            help="With --best: on-demand, spot, or any (default; spot and on-demand offers, "
+            "cheapest first).",
+            rich_help_panel=_BEST,
+        ),
+    ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option("--arch", help="With --best: x86_64 or arm64.", rich_help_panel=_BEST),
+    ] = None,
+    max_price: Annotated[
+        float | None,
+        typer.Option(
+            "--max-price", help="With --best: most USD per hour in all.", rich_help_panel=_BEST
+        ),
+    ] = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider",
+            "-p",
+            help="With --best: providers to ask, comma-separated; default: every configured one.",
+            rich_help_panel=_BEST,
+        ),
+    ] = None,
+    region: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--region",
+            "-r",
+            help="With --best: region (repeatable), or all.",
+            rich_help_panel=_BEST,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     output_format: LongOutputOpt = None,
 ) -> None:
@@ -116,18 +186,29 @@ def alloc(
     many such definitions fit. --at books capacity ahead (a reservation, RESERVED), which
     --reservation ID later turns into the allocation; `shoal free ID` cancels it.
 
+    --offers FILE (what `shoal offers --json` prints) or --best (the same query, asked now)
+    launch the first offer that has room through its driver, each attempt named on stderr;
+    one that finds no room is skipped by the next allocs for a few minutes. -o KEY=VALUE
+    goes to every offer's driver, -o DRIVER.KEY=VALUE to that driver's (aws.image=ami-...,
+    kubernetes.image=busybox). An offer of N instances prints N ids (--json: a list).
+
     \b
     Examples:
       shoal alloc --driver process --cpu 1 --ram 1 -o entry='sleep 3600'
       shoal alloc job.yaml --wait --timeout 30m
       shoal alloc job.yaml --at 2026-12-24T18:00:00Z --lifetime 2h
-      shoal alloc --reservation process-1a2b3c4d -o entry='make test'
+      shoal alloc --best --gpus 8 --gpu H100 -p aws,kubernetes --wait --timeout 1h
     """
     as_json = output.select(as_json, output_format)
     from drivers import service
 
     _check_values(driver, lifetime, timeout, at, reservation)
     _check_combination(dry_run, wait, timeout, at, reservation)
+    asked = {
+        "--gpus": gpus, "--gpu": gpu, "--count": count, "--market": market, "--arch": arch,
+        "--max-price": max_price, "--provider": provider, "--region": region,
+    }  # fmt: skip
+    _check_offers(offers, best, definition, dry_run, at, reservation, asked)
     waiting = _wait_spec(wait, timeout)
     when = None
     if at is not None:
@@ -136,6 +217,22 @@ def alloc(
         when = parse_when(at, "--at")
     svc = open_service(ctx)
     try:
+        if offers is not None or best:
+            options = parse_pairs(option, "--option", True)
+            data, source = definition_data(
+                definition, cpu, ram, lifetime, options, multitenancy, cpu_overbook, ram_overbook
+            )
+            if best:
+                document = _best(
+                    ctx, gpus, gpu, cpu, ram, count, market, arch, max_price, provider, region
+                )
+            else:
+                from drivers.placement.document import read
+
+                document = read(offers or "-")
+            _place(svc, document, data, source, driver, parse_pairs(meta, "--meta", False),
+                   waiting, as_json)  # fmt: skip
+            return
         base = None
         if reservation is not None:
             from drivers.service import queue as scheduling
@@ -223,7 +320,7 @@ def _show_choice(driver: str, choice: dict[str, Any], svc: "Drivers") -> None:
     priced = f" at {price:g} USD/h" if isinstance(price, (int, float)) else ""
     output.message(f"{driver}: {chosen} in {region}, {market}{priced}: {choice.get('why')}")
     columns = ["Type", "USD/h", "vCPUs", "GiB", "GPUs", "Verdict"]
-    output.table(None, columns, rows, stderr=True, wrap=5)
+    tables.table(None, columns, rows, stderr=True, wrap=5)
     skipped = choice.get("skipped_count") or 0
     if skipped:
         reasons = ", ".join(
@@ -277,6 +374,123 @@ def _check_combination(
         raise UsageError(f"--dry-run allocates nothing: drop {flag}")
 
 
+def _check_offers(
+    offers: str | None,
+    best: bool,
+    definition: str | None,
+    dry_run: bool,
+    at: str | None,
+    reservation: str | None,
+    asked: dict[str, Any],
+) -> None:
+    not_empty(offers, "--offers", "give the file `shoal offers --json` wrote, or - for stdin")
+    given = [flag for flag, value in asked.items() if value is not None]
+    if given and not best:
+        raise UsageError(
+            f"{given[0]} is part of the request --best asks `shoal offers`; add --best (or "
+            "drop it)"
+        )
+    if offers is None and not best:
+        return
+    if offers is not None and best:
+        raise UsageError("--offers launches offers already found, --best finds them: give one")
+    flag = "--offers" if offers is not None else "--best"
+    for other, value in (("--dry-run", dry_run), ("--at", at), ("--reservation", reservation)):
+        if value:
+            fix = "`shoal offers` shows what fits now" if other == "--dry-run" else (
+                "offers are launched now"
+            )  # fmt: skip
+            raise UsageError(f"{flag} with {other}: {fix}; drop {other}")
+    if offers == "-" and definition == "-":
+        raise UsageError("DEFINITION - and --offers - both read stdin; give one as a file")
+
+
+def _best(
+    ctx: typer.Context,
+    gpus: int | None,
+    gpu: str | None,
+    cpu: int | None,
+    ram: int | None,
+    count: int | None,
+    market: str | None,
+    arch: str | None,
+    max_price: float | None,
+    provider: str | None,
+    region: list[str] | None,
+) -> "Document":
+    """`shoal offers` asked now with these flags, as its command asks it."""
+    from dataclasses import replace
+
+    from cli.commands.offers import providers_for
+    from drivers.placement.document import of
+    from providers.offers import OfferRequest, find_offers
+    from providers.offers.request import checked
+
+    request = checked(
+        OfferRequest(
+            gpus=gpus, gpu=gpu, cpu=cpu, ram=ram, count=count, market=market or "any",
+            arch=arch, max_price=max_price, regions=tuple(region or ()),
+        )
+    )  # fmt: skip
+    names, open_catalog = providers_for(ctx, provider, False, False, None, None)
+    answer = find_offers(replace(request, providers=tuple(names)), names, open_catalog)
+    if answer.error is not None:
+        raise answer.error
+    if answer.offers:  # else "no offer fits now" names them
+        for failure in answer.failures:
+            output.warn(failure.message)
+    return of(answer.wire(), "alloc --best")
+
+
+def _place(
+    svc: "Drivers",
+    document: "Document",
+    data: dict[str, Any],
+    source: str,
+    driver: str | None,
+    metadata: dict[str, Any],
+    waiting: "Wait | None",
+    as_json: bool,
+) -> None:
+    """Launch the first offer with room; the attempts on stderr, the allocations on
+    stdout (one id per line; --json: the allocation, or a list of them)."""
+    from drivers import placement
+    from drivers.placement.failover import place
+    from drivers.placement.targets import Base
+
+    # `--driver KIND/INSTANCE`: that instance launches KIND's offers (a bare KIND, as
+    # SHOAL_DRIVER may give, changes nothing).
+    instances = {}
+    if driver and "/" in driver:
+        from drivers.registry import canonical
+
+        full = canonical(driver)
+        instances[full.partition("/")[0]] = full
+    made: list[AllocationView] = []
+
+    def committed(view: "AllocationView") -> None:
+        made.append(view)
+        if not as_json:
+            _report(view, False)
+
+    def report(attempt: "Attempt") -> None:
+        output.message(str(attempt))
+
+    with _progress(waiting) as shown:
+        place(
+            svc,
+            document,
+            Base(data, source, instances),
+            metadata,
+            report=report,
+            committed=committed,
+            wait=shown,
+            memory=placement.memory(svc.settings),
+        )
+    if as_json:
+        output.emit_json(made[0].to_json() if len(made) == 1 else [v.to_json() for v in made])
+
+
 def _wait_spec(wait: bool, timeout: str | None) -> "Wait | None":
     if not wait:
         return None
@@ -314,7 +528,7 @@ def _progress(waiting: "Wait | None") -> "Iterator[Wait | None]":
             # the hint goes first, then words; what it waits for is shortened last.
             left = "" if remaining is None else f"; gives up in {remaining}"
             terse = "" if remaining is None else f", {remaining} left"
-            line = output.status_line(
+            line = progress.status_line(
                 "waiting for ",
                 state.what,
                 [

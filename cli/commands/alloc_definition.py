@@ -88,6 +88,29 @@ def build_definition(
     definition) is what they add to and override."""
     from drivers.definitions import definition as defs
 
+    data, source = definition_data(
+        path, cpu, ram, lifetime, options, multitenancy, cpu_overbook, ram_overbook, base
+    )
+    if driver:
+        data["driver"] = driver
+    return defs.build(data, source)
+
+
+def definition_data(
+    path: str | None,
+    cpu: int | None,
+    ram: int | None,
+    lifetime: str | None,
+    options: dict[str, Any],
+    multitenancy: bool | None,
+    cpu_overbook: bool | None,
+    ram_overbook: bool | None,
+    base: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """(the definition as a document, where it came from) before it is checked: what
+    `alloc --offers` completes for each offer (its driver, options and sizes)."""
+    from drivers.definitions import definition as defs
+
     if path is not None:
         text, source = _read_definition(path)
         data = defs.parse_document(text, source)
@@ -109,14 +132,12 @@ def build_definition(
         "ram_overbook": ram_overbook,
     }
     resources.update({k: v for k, v in flags.items() if v is not None})
-    if driver:
-        data["driver"] = driver
     if options:
         merged = data.setdefault("options", {})
         if not isinstance(merged, dict):
             raise UsageError(f"{source}: options must be an object")
         merged.update(options)
-    return defs.build(data, source)
+    return data, source
 
 
 def _overlay(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

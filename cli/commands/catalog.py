@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from cli.state import state
 
@@ -84,7 +84,7 @@ def status(
     if output.names():
         output.emit_names(f"{r['provider']}/{r['region']}" for r in rows)
         return
-    output.table(
+    tables.table(
         "cached catalogs",
         ["Provider", "Region", "Fetched (UTC)", "Age", "Stale", "Types", "Source"],
         [

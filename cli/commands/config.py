@@ -3,7 +3,7 @@
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.options import JsonOpt, OutputOpt
 from cli.state import state
 from providers.core.errors import UsageError
@@ -70,7 +70,7 @@ def _show(ctx: typer.Context, as_json: bool, output_format: str | None) -> None:
     if output.names():
         output.emit_names(i.name for i in items)
         return
-    output.table("shoal config", ["Setting", "Value", "From"], [
+    tables.table("shoal config", ["Setting", "Value", "From"], [
         [i.name, i.shown, i.source] for i in items
     ])  # fmt: skip
 

@@ -4,7 +4,7 @@ import json
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from cli.state import state
 
@@ -48,7 +48,7 @@ def drivers(
     if output.names():
         output.emit_names(listed)
         return
-    output.table(
+    tables.table(
         "drivers",
         ["Driver", "Aliases", "Config"],
         [

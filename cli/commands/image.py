@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
+from cli.progress import byte_progress, human_bytes, rate
 from cli.state import state
 from providers.core.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 
@@ -119,7 +120,7 @@ def pull(
     from drivers.image.naming import file_name
 
     # The file name only: a signed URL's query string carries secrets.
-    with output.byte_progress(name or file_name(url), log_lines=not as_json) as progress:
+    with byte_progress(name or file_name(url), log_lines=not as_json) as progress:
         opts.on_bytes = progress.update
         opts.on_resume = lambda event: progress.resumed(
             event.cause, event.at, event.attempt, event.attempts
@@ -142,9 +143,9 @@ def pull(
     from providers.core.timeutil import human_duration
 
     output.message(
-        f"pulled {image}: {output.human_bytes(got)} in {human_duration(took, style='clock')} "
-        f"({output.rate(got, took)}), {checked}, unpacked "
-        f"{output.human_bytes(result.bytes_unpacked)} in {result.entries:,} entries"
+        f"pulled {image}: {human_bytes(got)} in {human_duration(took, style='clock')} "
+        f"({rate(got, took)}), {checked}, unpacked "
+        f"{human_bytes(result.bytes_unpacked)} in {result.entries:,} entries"
     )
 
 
@@ -177,15 +178,15 @@ def list_(
     if output.names():
         output.emit_names(Path(i["path"]).name for i in images)
         return
-    from cli.output import Col
     from cli.render import age
+    from cli.tables import Col
     from providers.core.timeutil import utcnow
 
     now = utcnow()
     wide = output.wide()
     # The checksum, whole, goes under its image on a narrow terminal; -o wide adds the
     # time of the pull.
-    output.table(
+    tables.table(
         f"images in {out_dir}",
         [
             "Name",

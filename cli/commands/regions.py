@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.catalog_query import catalog_for
 from cli.commands.options import (
     ContextOpt,
@@ -51,10 +51,10 @@ def regions(
     if output.names():
         output.emit_names(r.name for r in found)
         return
-    from cli.output import Col
+    from cli.tables import Col
 
     # Zones, a list, go under their region on a narrow terminal, wrapped between names.
-    output.table(
+    tables.table(
         f"{provider} regions",
         ["Region", "Location", Col("Zones", below=True)],
         [[r.name, r.location or None, ", ".join(r.zones) or None] for r in found],

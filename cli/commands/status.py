@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
 from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
@@ -161,7 +161,7 @@ def status(
     table_rows += [
         [f"detail.{k}", v] for k, v in (one.detail or {}).items() if v not in ("", None)
     ]
-    output.table(None, ["Field", "Value"], table_rows)
+    tables.table(None, ["Field", "Value"], table_rows)
     if one.drift:
         output.warn(f"drift: {one.drift}")
 
@@ -286,4 +286,4 @@ def _allocation_table(title: str, rows: "list[Summary]") -> None:
         output.message("no allocations")
         return
     wide = output.wide()
-    output.table(title, allocation_columns(rows, wide), allocation_rows(rows, wide))
+    tables.table(title, allocation_columns(rows, wide), allocation_rows(rows, wide))

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli import output
+from cli import output, tables
 from cli.commands.catalog_query import catalog_for, query_of
 from cli.commands.options import (
     ContextOpt,
@@ -70,11 +70,11 @@ def types(
     if output.names():  # a type in several regions is named once
         output.emit_names(dict.fromkeys(s.name for s in specs))
         return
-    from cli.output import Col
+    from cli.tables import Col
 
     # A narrow terminal heads the rows of a region with its name, then leaves out GPU
     # memory and the architecture; never a type or a figure of its shape.
-    output.table(
+    tables.table(
         f"{provider} instance types",
         [
             Col("Type"),

@@ -19,6 +19,7 @@ from drivers.aws.state import (
     OWNER_TAG,
 )
 from drivers.spec.types import Resource
+from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
     from drivers.aws.config import AwsConfig
@@ -69,31 +70,69 @@ def request(
         root_disk_gib=root_disk,
         spot=plan.spot,
         max_price=opts.max_price,
+        reservation=opts.reservation,
+        capacity_block=opts.market == "capacity-block",
     )
 
 
-def places(cfg: AwsConfig, ec2: Ec2) -> Callable[[bool], list[Place]]:
+def places(
+    cfg: AwsConfig, ec2: Ec2, zone: str = "", prefer: str = ""
+) -> Callable[[bool], list[Place]]:
     """The configured subnets, else zones, else wherever EC2 picks then each of the
-    region's zones (asked only when a fallback needs them)."""
+    region's zones (asked only when a fallback needs them). `zone` (`-o zone`) is the only
+    place: the configured subnets in it, else the zone itself. `prefer` (the zone of an open
+    capacity reservation with room) goes first."""
+    if zone:
+        placed = _in_zone(cfg, ec2, zone)
+        return lambda every: placed
 
     def where(every: bool) -> list[Place]:
         configured = [Place(subnet=s) for s in cfg.subnets] or [Place(zone=z) for z in cfg.zones]
-        if configured:
-            return configured if every else configured[:1]
-        return [Place(), *(Place(zone=z) for z in ec2.zones())] if every else [Place()]
+        preferred: list[Place] = []
+        if prefer and cfg.subnets:
+            preferred = _in_zone(cfg, ec2, prefer, strict=False)
+        elif prefer and (not cfg.zones or prefer in cfg.zones):
+            preferred = [Place(zone=prefer)]
+        if not every:
+            return preferred[:1] or configured[:1] or [Place()]
+        rest = configured or [Place(), *(Place(zone=z) for z in ec2.zones())]
+        return [*preferred, *(p for p in rest if p not in preferred)]
 
     return where
 
 
-def resource(allocation_id: str, plan: Plan, instance: Instance, candidate: Candidate) -> Resource:
+def _targeted(reservation: str) -> str:
+    return reservation if reservation.startswith("cr-") else ""
+
+
+def _in_zone(cfg: AwsConfig, ec2: Ec2, zone: str, strict: bool = True) -> list[Place]:
+    if not cfg.subnets:
+        return [Place(zone=zone)]
+    zones = ec2.subnet_zones(cfg.subnets)
+    found = [Place(subnet=s) for s in cfg.subnets if zones.get(s) == zone]
+    if not found and strict:
+        raise UsageError(
+            f"options.zone: none of the configured subnets ({', '.join(cfg.subnets)}) is in "
+            f"{zone}; give a zone they are in, or add a subnet of {zone} to subnets"
+        )
+    return found
+
+
+def resource(
+    allocation_id: str, plan: Plan, instance: Instance, candidate: Candidate, spot: bool
+) -> Resource:
+    market = "spot" if spot else "on-demand"
+    if plan.opts.market == "capacity-block":
+        market = "capacity-block"
     meta = {
         "instance_id": instance.id,
         "region": plan.region,
         "zone": instance.zone,
         "subnet": instance.subnet,
         "instance_type": candidate.name,
-        "market": "spot" if plan.spot else "on-demand",
-        "price": candidate.price,
+        "market": market,
+        "price": candidate.spot if spot else candidate.on_demand,
+        "reservation": instance.reservation or _targeted(plan.opts.reservation),
         "image": plan.image,
         "private_ip": instance.private_ip,
         "public_ip": instance.public_ip,

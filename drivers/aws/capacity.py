@@ -17,7 +17,7 @@ from providers.core.errors import ShoalError
 
 if TYPE_CHECKING:
     from drivers.aws.plan import Plan
-    from providers.accounts.model import Market
+    from providers.accounts.model import Market, Reservation
     from providers.cloud.catalog import CloudCatalog
     from providers.core.settings import Settings
     from providers.core.ttlcache import TtlCache
@@ -103,3 +103,31 @@ def forget(region: str, account: Callable[[], str], catalog: Callable[[], CloudC
         catalog().cache.forget_account("aws", who, region)
     except (ShoalError, OSError):
         pass
+
+
+def open_reservation(plan: Plan, catalog: CloudCatalog) -> Reservation | None:
+    """An active capacity reservation of the chosen type with room in the plan's region, from
+    the account's snapshot in the catalog cache: the zone an on-demand launch tries first,
+    so that EC2's default (CapacityReservationPreference `open`) runs it there rather than
+    beside it. A Capacity Block is not one (it takes its own market and an explicit
+    target); a snapshot that cannot be read is none."""
+    from providers.core.timeutil import utcnow
+
+    try:
+        ((snapshot, _stale),) = catalog.capacity().snapshots([plan.region])
+    except ShoalError:
+        return None
+    now = utcnow()
+    name = plan.choice.first.name
+    room = [
+        r
+        for r in snapshot.reservations
+        if r.kind == "capacity-reservation"
+        and r.instance_type == name
+        and r.state == "active"
+        and r.available >= 1
+        and r.zone
+        and (r.start is None or r.start <= now)
+        and (r.end is None or r.end > now)
+    ]
+    return max(room, key=lambda r: (r.available, r.id)) if room else None

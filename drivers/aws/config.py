@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from drivers.definitions.fields import ENTRY, ENV, Command, Env
 from providers.core.errors import is_secret_name, shown
@@ -15,9 +15,13 @@ from providers.core.strict import Count, Positive, Strict
 _AMI = re.compile(r"^ami-[0-9a-f]{8,17}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-\d+$")
 _TYPE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")
+_ZONE = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-\d+[a-z](-[a-z0-9-]+)?$")
+_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
 RESERVED_TAG_PREFIXES = ("aws:", "shoal:")
 MAX_TAGS = 40  # of EC2's 50 per resource, shoal's own take the rest
 Fallback = Literal["off", "zones", "types"]
+# auto: spot first, then on-demand; capacity-block: into the Capacity Block -o reservation names.
+Market = Literal["spot", "on-demand", "auto", "capacity-block"]
 
 
 def _image(value: str) -> str:
@@ -34,6 +38,21 @@ def _image(value: str) -> str:
 def _region(value: str) -> str:
     if value and not _REGION.match(value):
         raise ValueError(f"{shown(value)} is not an AWS region name such as us-east-1")
+    return value
+
+
+def _zone(value: str) -> str:
+    if value and not _ZONE.match(value):
+        raise ValueError(f"{shown(value)} is not an availability zone name such as us-east-1a")
+    return value
+
+
+def _reservation(value: str) -> str:
+    if value and value not in ("open", "none") and not _RESERVATION.match(value):
+        raise ValueError(
+            f"{shown(value)} is not a capacity reservation id (cr-0123456789abcdef0), open "
+            "(any matching open reservation, EC2's default) or none"
+        )
     return value
 
 
@@ -106,3 +125,41 @@ class AwsOptions(Strict):
     tags: Tags = Field({}, description="extra tags (beside the instance's)")
     allowed_types: list[str] | None = Field(None, description="default: the instance's")
     wait: bool = Field(False, description="return once the instance runs (its public IP known)")
+    region: Annotated[str, AfterValidator(_region)] = Field(
+        "", description="launch in this region (default: the instance's)"
+    )
+    zone: Annotated[str, AfterValidator(_zone)] = Field(
+        "", description="launch in this availability zone (a configured subnet in it, if any)"
+    )
+    market: Market | None = Field(
+        None, description="spot, on-demand, auto (spot, then on-demand) or capacity-block"
+    )
+    reservation: Annotated[str, AfterValidator(_reservation)] = Field(
+        "", description="a capacity reservation id to launch into, open or none"
+    )
+
+    @model_validator(mode="after")
+    def check_market(self) -> AwsOptions:
+        """`market` decides `spot` (the spot attempt of auto first): the rest of the driver
+        reads `spot` alone. A reservation holds on-demand capacity."""
+        if self.market is not None:
+            spot = self.market in ("spot", "auto")
+            if self.spot is not None and self.spot != spot:
+                raise ValueError(
+                    f"spot={str(self.spot).lower()} and market={self.market} disagree; give one"
+                )
+            self.spot = spot
+        targeted = self.reservation.startswith("cr-")
+        if self.market == "capacity-block" and not targeted:
+            raise ValueError(
+                "market=capacity-block launches into a Capacity Block: name it with "
+                "-o reservation=cr-..."
+            )
+        if targeted and self.spot is None:
+            self.spot = False
+        if targeted and self.spot:
+            raise ValueError(
+                f"reservation={self.reservation} holds on-demand capacity; drop spot or "
+                "give -o market=on-demand"
+            )
+        return self

@@ -11,7 +11,10 @@ RunInstances having the last word.
 Config (`[drivers."aws/NAME"]`, drivers/aws/config.py): region, image, subnets, zones,
 security_groups, key_name, instance_profile, root_disk_gib, tags, allowed_types, spot,
 fallback, check_quotas. Options (`-o`): image, instance_type, gpus, gpu, spot, max_price,
-fallback, entry, env, root_disk_gib, tags, allowed_types, wait. This module wires the
+fallback, entry, env, root_disk_gib, tags, allowed_types, wait, region, zone, market
+(spot, on-demand, auto: spot then on-demand, capacity-block), reservation (cr-..., open,
+none; an on-demand launch goes first to the zone of an open reservation with room for its
+type, where EC2 runs it in the reservation). This module wires the
 account (region, credentials, clients, catalog) to the parts: the plan of a definition
 drivers/aws/plan.py (the type choice drivers/vm/choice.py), the quota count
 drivers/aws/capacity.py, the request drivers/aws/allocation.py (the boot script
@@ -32,7 +35,8 @@ ALLOCATED. `free` of a FAILED allocation ends any instance still carrying its ta
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from drivers.aws import capacity
@@ -189,22 +193,43 @@ class AwsDriver:
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         planning.validate(definition, self.cfg, self._name)
+        res = definition.resources
+        if not (res.cpu and res.ram):  # left to the named type (drivers/definitions)
+            self._size_from_type(definition)
+
+    def _size_from_type(self, definition: LabelDefinition) -> None:
+        """The cpu and ram a definition left out, from the type it names (the first, as
+        planned: its shape checked, the image's architecture with it), so its ledger row
+        says what the instance holds."""
+        import math
+
+        key = self._key(definition)
+        plan = self._plan(definition)
+        first = plan.choice.first
+        res = definition.resources
+        res.cpu = res.cpu or max(1, math.ceil(first.vcpus or 1))
+        res.ram = res.ram or max(1, math.ceil(first.memory_gib or 1))
+        self._plans[self._key(definition)] = self._plans[key]
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
         check_meta_names(metadata)
         for name in metadata:
             planning.refuse_secret(f"--meta {name}", name)
 
-    def _plan(self, definition: LabelDefinition) -> Plan:
+    @staticmethod
+    def _key(definition: LabelDefinition) -> str:
         from providers.core.wire import to_wire
 
-        key = json.dumps(to_wire(definition), sort_keys=True, default=str)
+        return json.dumps(to_wire(definition), sort_keys=True, default=str)
+
+    def _plan(self, definition: LabelDefinition) -> Plan:
+        key = self._key(definition)
         if key not in self._plans:
             opts = planning.options(definition, self.cfg, self._name)
             self._plans[key] = planning.make_plan(
                 definition,
                 opts,
-                self.ec2(),
+                self.ec2(opts.region or None),
                 cfg=self.cfg,
                 driver=self._name,
                 catalog=self._catalog,
@@ -228,6 +253,15 @@ class AwsDriver:
         if not self.cfg.check_quotas:
             plan.capacity = {"checked": False, "note": "check_quotas is off"}
             return UNLIMITED
+        count = self._quota_count(plan)
+        if plan.opts.market == "auto":
+            # Spot first, then on-demand: either market's room is room.
+            on_demand = replace(plan, spot=False, capacity={})
+            count = max(count, self._quota_count(on_demand))
+            plan.capacity["on_demand"] = on_demand.capacity
+        return count
+
+    def _quota_count(self, plan: Plan) -> int:
         return capacity.quota_count(
             plan,
             driver=self._name,
@@ -246,7 +280,7 @@ class AwsDriver:
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
         from drivers.aws import allocation
-        from drivers.aws.launch import launch
+        from drivers.aws.launch import LaunchCapacityError, launch
 
         plan = self._plan(definition)
         allocation_id = str(metadata.get(ALLOCATION_ID_KEY, ""))
@@ -254,16 +288,38 @@ class AwsDriver:
             plan, definition, metadata, allocation_id, cfg=self.cfg, driver=self._name
         )
         ec2 = self.ec2(plan.region)
+        # -o market=auto: spot, then on-demand when spot found no room.
+        markets = [True, False] if plan.opts.market == "auto" else [plan.spot]
+        first, tried = 0, list[str]()
         try:
-            instance, candidate, _ = launch(
-                lambda params: self._instances.run(ec2, params, allocation_id, _doubt()),
-                request,
-                plan.choice.fitting,
-                allocation.places(self.cfg, ec2),
-                fallback=plan.fallback,
-                where=f"{self._name}: {plan.region}",
-                image_source=plan.image_source,
-            )
+            for number, spot in enumerate(markets, 1):
+                places = allocation.places(
+                    self.cfg, ec2, plan.opts.zone, "" if spot else self._reserved_zone(plan)
+                )
+                try:
+                    instance, candidate, _ = launch(
+                        lambda params: self._instances.run(ec2, params, allocation_id, _doubt()),
+                        replace(request, spot=spot),
+                        plan.choice.fitting,
+                        places,
+                        fallback=plan.fallback,
+                        where=f"{self._name}: {plan.region}",
+                        image_source=plan.image_source,
+                        first=first,
+                    )
+                except LaunchCapacityError as exc:
+                    if number == len(markets):
+                        if len(markets) > 1:
+                            exc.args = (_both(self._name, plan.region, tried, exc),)
+                        raise
+                    first = exc.attempts
+                    tried = [f"{t} spot" for t in exc.tried]
+                    self._settings.warn(
+                        f"{self._name}: no spot capacity in {plan.region} ({'; '.join(exc.tried)}"
+                        "); trying on-demand (-o market=auto)"
+                    )
+                    continue
+                break
             self._forget_capacity(plan.region)
             if plan.opts.wait:
                 instance = wait_running(
@@ -276,7 +332,16 @@ class AwsDriver:
         except KeyboardInterrupt:
             self._instances.interrupted(allocation_id)
             raise
-        return allocation.resource(allocation_id, plan, instance, candidate)
+        return allocation.resource(allocation_id, plan, instance, candidate, spot)
+
+    def _reserved_zone(self, plan: Plan) -> str:
+        """The zone of an open capacity reservation with room for the plan's type, where an
+        on-demand launch goes first (EC2 runs it in the reservation by default) unless a
+        zone or a reservation was named."""
+        if not self.cfg.check_quotas or plan.opts.zone or plan.opts.reservation:
+            return ""
+        found = capacity.open_reservation(plan, self._catalog())
+        return found.zone if found is not None else ""
 
     def located(self, res: Resource) -> tuple[Ec2, str]:
         """The client of the allocation's region and its instance id ("" for a bare handle)."""
@@ -377,3 +442,12 @@ class AwsDriver:
 
         poll = WAIT_POLL_SECONDS * 2
         yield from console(ec2, instance_id, tail=tail, follow=follow, holds=holds, poll=poll)
+
+
+def _both(driver: str, region: str, spot: Sequence[str], exc: ShoalError) -> str:
+    """`-o market=auto`'s error when neither market had room: every attempt of both."""
+    from drivers.aws.launch import LaunchCapacityError
+
+    on_demand = exc.tried if isinstance(exc, LaunchCapacityError) else []
+    attempts = [*spot, *(f"{t} on-demand" for t in on_demand)] or [str(exc)]
+    return f"{driver}: {region}: no capacity in either market; tried {'; '.join(attempts)}"

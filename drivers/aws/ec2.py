@@ -17,7 +17,7 @@ return the instance it launched the first time instead of launching another.
 Formats: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_RunInstances.html,
 API_DescribeInstances.html, API_TerminateInstances.html, API_DescribeInstanceTypes.html,
 API_DescribeInstanceTypeOfferings.html, API_DescribeImages.html, API_CreateImage.html,
-API_GetConsoleOutput.html, API_DescribeSpotPriceHistory.html,
+API_GetConsoleOutput.html, API_DescribeSpotPriceHistory.html, API_DescribeSubnets.html,
 https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_GetParameter.html
 """
 
@@ -107,6 +107,7 @@ class Instance:
     reason_message: str = ""
     transition: str = ""  # <reason>: "User initiated (2026-12-01 10:12:25 GMT)"
     client_token: str = ""
+    reservation: str = ""  # the capacity reservation it runs in (capacityReservationId)
     tags: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -332,6 +333,12 @@ class Ec2:
         root = self.query("DescribeAvailabilityZones", params)
         return sorted(text(i, "zoneName") for i in items(root, "availabilityZoneInfo"))
 
+    def subnet_zones(self, ids: Sequence[str]) -> dict[str, str]:
+        """Subnet id -> its availability zone (DescribeSubnets)."""
+        params = {f"SubnetId.{n}": ident for n, ident in enumerate(ids, 1)}
+        root = self.query("DescribeSubnets", params)
+        return {text(i, "subnetId"): text(i, "availabilityZone") for i in items(root, "subnetSet")}
+
     def spot_prices(self, instance_type: str) -> dict[str, float]:
         """Zone -> the spot price of `instance_type` (Linux/UNIX) in effect now."""
         from providers.aws.spot import parse_page
@@ -398,6 +405,7 @@ def _instance(item: Element) -> Instance:
         reason_message=text(item, "stateReason", "message"),
         transition=text(item, "reason"),
         client_token=text(item, "clientToken"),
+        reservation=text(item, "capacityReservationId"),
         tags=tags,
     )
 

@@ -8,10 +8,20 @@ moment) on the instance and its volumes. ClientToken is the allocation id (then 
 the N-th fallback attempt): a request sent again, by a retry after a dropped connection,
 returns the instance the first one launched instead of launching another.
 
-No capacity (InsufficientInstanceCapacity, a spot pool with none) tries, with
-`fallback=zones`, the next configured subnet or zone (the region's zones when none are
+No capacity (InsufficientInstanceCapacity, a spot pool with none, a full reservation) tries,
+with `fallback=zones`, the next configured subnet or zone (the region's zones when none are
 configured), and with `fallback=types` then the next cheapest type that fits; when every
-attempt found none it is a NoCapacityError (75) naming what was tried.
+attempt found none it is a LaunchCapacityError (a NoCapacityError, 75) naming what was tried
+and carrying EC2's code, which `-o market=auto` and the failover over offers
+(drivers/placement) act on: a zone's capacity, or the account's limit in the region.
+
+Capacity reservations: an on-demand instance runs in a matching open reservation by EC2's
+default (CapacityReservationPreference `open`; the driver launches into the zone of one with
+room, drivers/aws/capacity.py); `-o reservation=cr-...` targets that one
+(CapacityReservationTarget), `-o reservation=none` keeps out of them, and a Capacity Block
+takes `InstanceMarketOptions.MarketType=capacity-block` beside its target
+(https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservationSpecification.html,
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html).
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ if TYPE_CHECKING:
 CAPACITY_CODES = frozenset({
     "InsufficientInstanceCapacity", "InsufficientCapacity", "InsufficientHostCapacity",
     "InsufficientFreeAddressesInSubnet", "SpotCapacityNotAvailable", "capacity-not-available",
-    "InsufficientCapacityOnOutpost",
+    "InsufficientCapacityOnOutpost", "ReservationCapacityExceeded",
 })  # fmt: skip
 # The account's limits: no zone or type of the same group helps.
 LIMIT_CODES = frozenset({
@@ -52,6 +62,28 @@ CONFIG_CODES = {
     "NoSuchEntity": "instance_profile",
     "InvalidAvailabilityZone": "zones",
 }
+# What `-o reservation` names: wrong there, a UsageError naming the option.
+RESERVATION_CODES = frozenset({
+    "InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed",
+    "InvalidCapacityReservationIdForCapacityBlock",
+})  # fmt: skip
+
+
+class LaunchCapacityError(NoCapacityError):
+    """RunInstances found no room: `code` is EC2's (the last attempt's), `tried` each attempt
+    as `TYPE in PLACE (CODE)`, `attempts` how many were sent (the next ClientToken's number),
+    `scope` "zone" (another zone or market may have room) or "region" (the account's limit:
+    no zone of the region helps)."""
+
+    def __init__(
+        self, message: str, *, code: str, tried: Sequence[str] = (), attempts: int = 0,
+        scope: str = "zone",
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.code = code
+        self.tried = list(tried)
+        self.attempts = attempts
+        self.scope = scope
 
 
 @dataclass(frozen=True)
@@ -80,6 +112,8 @@ class Request:
     root_disk_gib: int = 0
     spot: bool = False
     max_price: float | None = None
+    reservation: str = ""  # cr-... (targeted), open, none, or "" (EC2's default: open)
+    capacity_block: bool = False
 
     def params(self, instance_type: str, place: Place, attempt: int) -> dict[str, str]:
         token = self.allocation_id if attempt == 0 else f"{self.allocation_id}-{attempt}"
@@ -119,6 +153,13 @@ class Request:
             params["InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"] = "terminate"
             if self.max_price is not None:
                 params["InstanceMarketOptions.SpotOptions.MaxPrice"] = f"{self.max_price:g}"
+        elif self.capacity_block:
+            params["InstanceMarketOptions.MarketType"] = "capacity-block"
+        spec = "CapacityReservationSpecification."
+        if self.reservation.startswith("cr-") and not self.spot:
+            params[spec + "CapacityReservationTarget.CapacityReservationId"] = self.reservation
+        elif self.reservation in ("open", "none") and not self.spot:
+            params[spec + "CapacityReservationPreference"] = self.reservation
         return params
 
 
@@ -131,12 +172,16 @@ def launch(
     fallback: str,
     where: str,
     image_source: str,
+    first: int = 0,
 ) -> tuple[Instance, Candidate, Place]:
     """The first attempt that launched: (the instance, its type, its place). `places(False)`
     is the first place to try; `places(True)` every place, asked only once an attempt found
-    no capacity (it may cost a DescribeAvailabilityZones), starting with that first one."""
+    no capacity (it may cost a DescribeAvailabilityZones), starting with that first one.
+    `first` numbers the first attempt (its ClientToken), after a launch of the same
+    allocation that found no room (`-o market=auto`'s spot attempt)."""
     tried: list[str] = []
-    attempt = 0
+    codes: list[str] = []
+    attempt = first
     every: Sequence[Place] | None = None
     for index, candidate in enumerate(types if fallback == "types" else types[:1]):
         targets = every or places(False)
@@ -152,6 +197,7 @@ def launch(
                 )
                 if full:
                     tried.append(f"{candidate.name} in {place} ({exc.code})")
+                    codes.append(exc.code)
                     if fallback == "off":
                         break
                     if every is None:
@@ -164,8 +210,13 @@ def launch(
                     and index + 1 < len(types)
                 ):
                     tried.append(f"{candidate.name} ({exc.code})")
+                    codes.append(exc.code)
                     break
-                raise refusal(exc, where, image_source, candidate.name) from None
+                refused = refusal(exc, where, image_source, candidate.name)
+                if isinstance(refused, LaunchCapacityError):
+                    refused.tried = [*tried, f"{candidate.name} in {place} ({exc.code})"]
+                    refused.attempts = attempt
+                raise refused from None
             if not found:
                 raise NoCapacityError(f"{where}: RunInstances answered without an instance")
             return found[0], candidate, place
@@ -174,7 +225,12 @@ def launch(
         if fallback != "types"
         else "try again later"
     )
-    raise NoCapacityError(f"{where}: no capacity; tried {'; '.join(tried)}; {hint}")
+    raise LaunchCapacityError(
+        f"{where}: no capacity; tried {'; '.join(tried)}; {hint}",
+        code=codes[-1] if codes else "",
+        tried=tried,
+        attempts=attempt,
+    )
 
 
 def refusal(exc: ApiError, where: str, image_source: str, instance_type: str) -> Exception:
@@ -186,13 +242,17 @@ def refusal(exc: ApiError, where: str, image_source: str, instance_type: str) ->
         return UsageError(f"options.instance_type: {instance_type} ({said})")
     if code == "SpotMaxPriceTooLow":
         return UsageError(f"options.max_price: below the current spot price ({said})")
+    if code in RESERVATION_CODES:
+        return UsageError(f"options.reservation: EC2 refused it ({said})")
     if code in LIMIT_CODES:
-        return NoCapacityError(
+        return LaunchCapacityError(
             f"{where}: the account's limit is reached ({said}); free instances, or ask AWS "
-            "for a higher quota"
+            "for a higher quota",
+            code=code,
+            scope="region",
         )
     if code in CAPACITY_CODES:
-        return NoCapacityError(f"{where}: no capacity ({said})")
+        return LaunchCapacityError(f"{where}: no capacity ({said})", code=code)
     if code in CONFIG_CODES:
         return ConfigError(f"{where}: {CONFIG_CODES[code]}: EC2 refused it ({said})")
     if code.startswith(("Invalid", "Missing", "Unsupported")):

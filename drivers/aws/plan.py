@@ -1,9 +1,10 @@
 """What an allocation of one definition takes on EC2, worked out once per run: its options
 checked (nothing secret goes onto an instance), the image resolved (an `ssm:` parameter
-read, its architecture and root device asked when the choice or the root volume needs
-them), the instance type chosen (drivers/vm/choice.py: the types `-o instance_type`
-names, priced from the catalog or asked of EC2, or the cheapest in the region's price
-catalog that fits) and a spot `max_price` held against the current spot price.
+read, its architecture and root device asked: DescribeImages), the instance type chosen
+(drivers/vm/choice.py: the types `-o instance_type` names, priced from the catalog or
+asked of EC2, each refused before launch when the image is of another architecture; or
+the cheapest in the region's price catalog that fits) and a spot `max_price` held against
+the current spot price.
 """
 
 from __future__ import annotations
@@ -100,10 +101,9 @@ def make_plan(
     )  # fmt: skip
     image = image_id(ec2, opts.image, source)
     names = [opts.instance_type] if isinstance(opts.instance_type, str) else opts.instance_type
-    arch = root_device = ""
-    root_disk = cfg.root_disk_gib if opts.root_disk_gib is None else opts.root_disk_gib
-    if not names or root_disk:
-        arch, root_device = image_facts(ec2, image, source)
+    # The image's architecture, also for a named type: one of another is refused here, not
+    # by RunInstances.
+    arch, root_device = image_facts(ec2, image, source)
     spot = cfg.spot if opts.spot is None else opts.spot
     wanted_gpus = opts.gpus or (1 if opts.gpu else 0)
     want = choice.Want(

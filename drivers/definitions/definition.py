@@ -177,7 +177,33 @@ def build(data: Any, source: str) -> LabelDefinition:
     checked = schema.validate(
         definition_model.LabelDefinition, data, schema.Place(UsageError, source)
     )
-    return from_wire(LabelDefinition, checked.model_dump())
+    _require_size(checked, source)
+    dumped = checked.model_dump()
+    # Left out with an explicit instance type: 0 until the driver fills it from the type.
+    for name in ("cpu", "ram"):
+        dumped["resources"][name] = dumped["resources"][name] or 0
+    return from_wire(LabelDefinition, dumped)
+
+
+def _require_size(checked: Any, source: str) -> None:
+    """cpu and ram are required, unless the definition names its instance type
+    (`options.instance_type`): the type's shape then says them (the driver fills them)."""
+    from drivers.definitions.model import MAX_CPU, MAX_RAM_GIB
+
+    if checked.options.get("instance_type"):
+        return
+    # Only a driver that launches named instance types is told of the way round it.
+    typed = checked.driver.partition("/")[0] in _NAMES_INSTANCE_TYPES
+    hint = ", unless -o instance_type names the type, whose shape says it" if typed else ""
+    for name, unit, most in (("cpu", "vCPUs", MAX_CPU), ("ram", "GiB", MAX_RAM_GIB)):
+        if getattr(checked.resources, name) is None:
+            raise UsageError(
+                f"{source}: resources.{name}: required ({unit}, 1 to {most}; --{name} N){hint}"
+            )
+
+
+# The drivers (and their aliases) whose `instance_type` option gives the size.
+_NAMES_INSTANCE_TYPES = frozenset({"aws", "ec2"})
 
 
 def load(text: str, source: str) -> LabelDefinition:

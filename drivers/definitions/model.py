@@ -47,11 +47,12 @@ class Disk(Strict):
 
 class Resources(Strict):
     slots: Count = 0
-    cpu: Annotated[int, Field(ge=1, le=MAX_CPU)] = Field(
-        0, validate_default=True, description=f"vCPUs, 1 to {MAX_CPU}"
+    # None: not given, which only a definition naming its instance type may leave (build()).
+    cpu: Annotated[int, Field(ge=1, le=MAX_CPU)] | None = Field(
+        None, description=f"vCPUs, 1 to {MAX_CPU}"
     )
-    ram: Annotated[int, Field(ge=1, le=MAX_RAM_GIB)] = Field(
-        0, validate_default=True, description=f"GiB, 1 to {MAX_RAM_GIB}"
+    ram: Annotated[int, Field(ge=1, le=MAX_RAM_GIB)] | None = Field(
+        None, description=f"GiB, 1 to {MAX_RAM_GIB}"
     )
     disks: dict[str, Disk] = {}
     network: str = ""

@@ -64,10 +64,11 @@ class Want:
         return "spot" if self.spot else "on-demand"
 
     def asked(self) -> str:
-        text = f"cpu={self.cpu} ram={self.ram}GiB"
+        parts = [f"cpu={self.cpu}"] if self.cpu else []  # 0: left to the named type
+        parts += [f"ram={self.ram}GiB"] if self.ram else []
         if self.gpus:
-            text += f" gpus={self.gpus}" + (f" gpu={self.gpu}" if self.gpu else "")
-        return text
+            parts.append(f"gpus={self.gpus}" + (f" gpu={self.gpu}" if self.gpu else ""))
+        return " ".join(parts) or "its own shape"
 
 
 @dataclass(frozen=True)
@@ -255,11 +256,18 @@ def named(
     want: Want,
 ) -> Choice:
     """The types `-o instance_type` names, each checked against the definition (a type that
-    does not fit is a UsageError saying why)."""
+    does not fit is a UsageError saying why; one of another architecture than the image
+    names both). cpu and ram left out of the definition (0) ask nothing of it."""
     fitting = []
     for name in names:
         shape = shapes.get(name)
         failed = verdict(shape, want, choosing=False)
+        if failed is not None and failed[1] == "arch" and shape is not None:
+            raise UsageError(
+                f"options.instance_type: {name} is {shape.arch} and the image is {want.arch}: "
+                f"it cannot boot there; name a {want.arch} type, or an image built for "
+                f"{shape.arch} (-o image=...)"
+            )
         if failed is not None:
             raise UsageError(
                 f"options.instance_type: {name} does not fit the definition ({want.asked()}): "

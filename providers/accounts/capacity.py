@@ -6,7 +6,9 @@ is served from the cache; due regions are fetched together (the fetcher asks the
 concurrently); a failed refresh serves the cached answer with a warning saying how old it
 is, unless --refresh asked for new data; --offline never fetches; --max-age refuses older
 answers. Answers are cached per account (the key id, subscription or project: never a
-secret), so two accounts on one machine never see each other's figures.
+secret), so two accounts on one machine never see each other's figures. A region whose
+quotas the provider could not read (`quotas_unknown`) is cached too, for --offline and for
+a failed refresh to fall back on, but is never fresh: the next call asks again.
 """
 
 from __future__ import annotations
@@ -104,6 +106,17 @@ class AccountCapacity:
         cached = self.cache.account_snapshots(self.provider, account)
         now = utcnow()
         max_age = self.freshness.max_age
+        read: dict[str, AccountSnapshot] = {}  # cached payloads read once, here or below
+
+        def unknown(region: str) -> bool:
+            """A cached answer whose quotas were unknown is asked again (as is one that
+            does not read: the fetch replaces it)."""
+            try:
+                read[region] = read.get(region) or loads(cached[region][1])
+            except ShoalError:
+                return True
+            return bool(read[region].quotas_unknown)
+
         due = [
             r
             for r in regions
@@ -111,6 +124,7 @@ class AccountCapacity:
             or self.freshness.refresh
             or not (timedelta(0) <= now - cached[r][0] <= self.ttl)
             or (max_age is not None and now - cached[r][0] > max_age)
+            or unknown(r)
         ]
         fetched: dict[str, AccountSnapshot] = {}
         if due and not self.freshness.offline:
@@ -152,7 +166,8 @@ class AccountCapacity:
                     f"{human_duration(age)} old, older than --max-age "
                     f"{human_duration(max_age)}; refresh it (without --offline)"
                 )
-            out.append((loads(payload), age > self.ttl))
+            snapshot = read.get(region) or loads(payload)
+            out.append((snapshot, age > self.ttl))
         return out
 
 
@@ -190,7 +205,8 @@ def _number(value: object, optional: bool = False) -> None:
 def _check(snapshot: AccountSnapshot) -> None:
     """What the fields' types promise, for a payload read back from a file anyone with
     access to the cache could have edited (a cache is never trusted to be ours)."""
-    for text in (snapshot.provider, snapshot.region, *snapshot.sources, *snapshot.notes):
+    texts = (snapshot.provider, snapshot.region, snapshot.quotas_unknown, *snapshot.sources)
+    for text in (*texts, *snapshot.notes):
         if not isinstance(text, str):
             raise TypeError("not a string")
     for q in snapshot.quotas:
@@ -198,6 +214,8 @@ def _check(snapshot: AccountSnapshot) -> None:
         _number(q.used, optional=True)
         if len(q.resource) != 2 or not all(isinstance(part, str) for part in q.resource):
             raise ValueError("a quota's resource is not (type, name)")
+        if not all(isinstance(code, str) for code in q.within):
+            raise TypeError("a quota's `within` is not a list of codes")
     for u in snapshot.usage:
         _number(u.count)
         _number(u.vcpus, optional=True)
@@ -215,7 +233,14 @@ def loads(payload: str) -> AccountSnapshot:
     try:
         raw = json.loads(payload)
         quotas = [
-            Quota(**{**q, "resource": tuple(q["resource"]), "gpus": tuple(q.get("gpus", ()))})
+            Quota(
+                **{
+                    **q,
+                    "resource": tuple(q["resource"]),
+                    "gpus": tuple(q.get("gpus", ())),
+                    "within": tuple(q.get("within", ())),
+                }
+            )
             for q in raw.pop("quotas")
         ]
         usage = [InstanceUsage(**u) for u in raw.pop("usage")]

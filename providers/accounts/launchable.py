@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from providers.accounts.fit import type_fit
 from providers.accounts.model import AccountSnapshot, Market, QuotaMap
-from providers.accounts.resource import allocatable
+from providers.accounts.resource import unknown_note
 from providers.models import InstanceTypeSpec, ResourcePricing, quantity
 
 
@@ -27,14 +28,9 @@ def _fits(
     vcpus = spec.vcpus if spec else None
     gpu = spec.gpu if spec else ""
     gpu_count = spec.gpu_count if spec else 0
-    for need in quota_map.needs(name, vcpus, gpu, gpu_count, market):
-        free = allocatable(snapshot, need.code)
-        if free is None:
-            unknown.add(need.code)
-            continue
-        if free < need.amount:
-            return False
-    return True
+    found = type_fit(snapshot, quota_map, name, vcpus, gpu, gpu_count, market)
+    unknown.update(found.unknown)
+    return found.instances != 0  # unknown (None) cannot say no
 
 
 def keep_launchable(
@@ -70,7 +66,9 @@ def keep_launchable(
         )
     if spot_hidden:
         notes.append(f"--available: {spot_hidden} spot price(s) hidden, no spot quota left")
-    if unknown:
+    if snapshot.quotas_unknown:
+        notes.append(f"--available: {unknown_note(snapshot)}")
+    elif unknown:
         notes.append(
             f"--available: usage of {_few(sorted(unknown))} unknown; types counting against "
             "them are kept"

@@ -27,7 +27,14 @@ class Quota:
     overview item keyed `family`. `resource` is the spec's (type, name) pair: ("cpu",
     "vcpu"), ("gpu", "H100"), ("instance", "p5.48xlarge"), or ("quota", code) for a quota
     shoal cannot place (kept, never dropped). `used` None: usage unknown (a note says why).
-    `scope` "region" or "global" (project/account wide, e.g. GCP GPUS_ALL_REGIONS)."""
+    `scope` "region" or "global" (project/account wide, e.g. GCP GPUS_ALL_REGIONS).
+
+    A group is one pool per market and resource: two codes of one group, market and
+    resource would be added up on one overview line, so a cloud whose codes split a group
+    (AWS's P5 spot quota beside its P4/P3/P2 one) gives the split code a group of its own.
+    `within` names broader quotas that count the same things in the same unit (GCP's
+    project-wide GPUS_ALL_REGIONS over a region's NVIDIA_H100_GPUS): what this quota lets
+    launch is also capped by what they leave."""
 
     code: str
     name: str
@@ -38,6 +45,7 @@ class Quota:
     used: float | None
     scope: Literal["region", "global"] = "region"
     gpus: tuple[str, ...] = ()  # GPU models of the family's types, for --select gpu=...
+    within: tuple[str, ...] = ()  # codes of broader quotas in the same unit
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,11 @@ class Reservation:
 @dataclass
 class AccountSnapshot:
     """One region of one account, as fetched at `fetched_at`. `sources` name the APIs
-    asked (for `source`), `notes` what is missing and which permission would fill it."""
+    asked (for `source`), `notes` what is missing and which permission would fill it.
+    `quotas_unknown` says why the region's own quotas could not be read (GCP's
+    `quotaStatusWarning`), "" when they were: such a region's quotas are unknown (never
+    zero, never full: nothing is refused for them), and its answer is asked again at the
+    next call rather than served from the cache as if known."""
 
     provider: str
     region: str
@@ -98,6 +110,7 @@ class AccountSnapshot:
     notes: list[str] = field(default_factory=list)
     location: str = ""
     zones: list[str] = field(default_factory=list)
+    quotas_unknown: str = ""
 
 
 def sound_quotas(quotas: Iterable[Quota]) -> tuple[list[Quota], list[str]]:

@@ -1,8 +1,11 @@
 """An account's snapshot as the spec's Resource: quotas as supply, usage as allocated.
 
-For every quota, supply is its limit, allocated what is used of it and allocatable the
-difference (never below 0: usage above a limit, which clouds allow after a limit is
-lowered, is noted). The overview has an item per family group (`family`: "Standard",
+For every quota, supply is its limit, allocated what is used of it and allocatable what a
+launch could still take: the difference (never below 0: usage above a limit, which clouds
+allow after a limit is lowered, is noted), capped by what every broader quota it counts
+against leaves (GCP's project-wide GPUS_ALL_REGIONS over a region's NVIDIA_H100_GPUS; the
+note names the quota that binds). Quotas of different codes are never added up: each code
+is a line of its own. The overview has an item per family group (`family`: "Standard",
 "P", "N2", "standardNCadsH100v5Family", the region-wide `regional`, GPU quotas under
 `gpu`, unplaced quotas under `other`) with the `onDemand` and `spot` quotas of that group
 side by side, and `nextLevel` items for the instance types running in it; project- or
@@ -10,7 +13,8 @@ account-wide quotas are one item keyed `account`. Reservations are an item keyed
 `reservations` whose `scheduled` stat is the spec's timestamp -> ResourceItem map: at each
 reservation's start and end, what is held then (supply), in use (allocated) and free
 (allocatable), with a `nextLevel` item per reservation. `breakdown.zone` has what the APIs
-give per zone.
+give per zone. A region whose quotas the provider could not read leads with an item
+`quotas=unknown` and a note.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from providers.models import (
 
 # Group names every provider shares (a provider's family groups are its own words).
 REGIONAL, GPU_GROUP, OTHER = "regional", "gpu", "other"
+# The overview item of a region whose quotas could not be read.
+UNKNOWN_KEY, UNKNOWN_VALUE = "quotas", "unknown"
 _GROUP_ORDER = {REGIONAL: 0, GPU_GROUP: 2, OTHER: 3}
 # The selector keys an account view can judge, and what each looks at.
 SELECTABLE = ("gpu", "instance_type", "name", "region", "provider")
@@ -55,8 +61,10 @@ def _stat_item() -> ResourceStatItem:
     return ResourceStatItem(allocated={}, supply={}, allocatable={})
 
 
-def _quota_stat(quotas: Iterable[Quota]) -> ResourceStat:
-    """onDemand and spot stats of these quotas."""
+def _quota_stat(quotas: Iterable[Quota], snapshot: AccountSnapshot) -> ResourceStat:
+    """onDemand and spot stats of these quotas (one per market and resource: _pools). What
+    is allocatable is what a launch could take: the quota's own room, capped by what each
+    broader quota it is `within` leaves."""
     stat = ResourceStat()
     for quota in quotas:
         item = _market(stat, quota.market)
@@ -65,8 +73,60 @@ def _quota_stat(quotas: Iterable[Quota]) -> ResourceStat:
         if quota.used is None:
             continue  # usage unknown: neither allocated nor allocatable can be said
         _add(item.allocated, kind, name, quota.used)
-        _add(item.allocatable, kind, name, max(0.0, quota.limit - quota.used))
+        _add(item.allocatable, kind, name, free_of(quota, snapshot)[0])
     return stat
+
+
+def free_of(quota: Quota, snapshot: AccountSnapshot) -> tuple[float, Quota | None]:
+    """(What can still be launched under `quota`, the broader quota that caps it below its
+    own room or None). A broader quota whose usage is unknown caps nothing."""
+    left = max(0.0, quota.limit - (quota.used or 0.0))
+    binder = None
+    for code in quota.within:
+        for broader in snapshot.quotas:
+            if broader.code != code or broader is quota or broader.used is None:
+                continue
+            room = max(0.0, broader.limit - broader.used)
+            if room < left:
+                left, binder = room, broader
+    return left, binder
+
+
+def _binding_notes(snapshot: AccountSnapshot) -> list[str]:
+    """A note per quota a broader one binds before: `GPUS_ALL_REGIONS (account-wide: 8, 6
+    used) binds before NVIDIA_H100_GPUS in us-central1 (16, 0 used): gpu/H100 on demand
+    allocatable 2, not 16`."""
+    notes = []
+    for quota in snapshot.quotas:
+        if quota.used is None or quota.scope != "region":
+            continue
+        left, binder = free_of(quota, snapshot)
+        if binder is None:
+            continue
+        kind, name = quota.resource
+        where = "account-wide" if binder.scope == "global" else snapshot.region
+        market = "on demand" if quota.market == "onDemand" else "spot"
+        notes.append(
+            f"{binder.code} ({where}: {quantity(binder.limit)}, {quantity(binder.used or 0)} "
+            f"used) binds before {quota.code} in {snapshot.region} ({quantity(quota.limit)}, "
+            f"{quantity(quota.used)} used): {kind}/{name} {market} allocatable "
+            f"{quantity(left)}, not {quantity(max(0.0, quota.limit - quota.used))}"
+        )
+    return notes
+
+
+def _pools(quotas: Sequence[Quota]) -> tuple[list[Quota], list[Quota]]:
+    """(The quotas of one overview line, those that must have lines of their own). Two
+    codes of one market and resource are two pools, never one sum (a cached answer written
+    before a cloud gave a split quota its own group): the first code by name keeps the
+    line, each other gets its own."""
+    first: dict[tuple[str, tuple[str, str]], str] = {}
+    kept: list[Quota] = []
+    apart: list[Quota] = []
+    for quota in sorted(quotas, key=lambda q: q.code):
+        holder = first.setdefault((quota.market, quota.resource), quota.code)
+        (kept if holder == quota.code else apart).append(quota)
+    return kept, apart
 
 
 def _over_limit(quotas: Iterable[Quota]) -> list[str]:
@@ -128,13 +188,21 @@ def _groups(snapshot: AccountSnapshot) -> list[RegionResourceItem]:
     )
     items: list[RegionResourceItem] = []
     for group in names:
-        stat = _quota_stat(q for q in regional if q.group == group)
+        kept, apart = _pools([q for q in regional if q.group == group])
+        stat = _quota_stat(kept, snapshot)
         children = _usage_items([u for u in snapshot.usage if u.group == group], stat)
         items.append(RegionResourceItem(next_level=children, key="family", value=group, stat=stat))
-    account = [q for q in snapshot.quotas if q.scope == "global"]
-    if account:
-        stat = _quota_stat(account)
+        for quota in apart:
+            stat = _quota_stat([quota], snapshot)
+            items.append(RegionResourceItem(key="family", value=quota.name, stat=stat))
+    kept, apart = _pools([q for q in snapshot.quotas if q.scope == "global"])
+    if kept:
+        stat = _quota_stat(kept, snapshot)
         items.append(RegionResourceItem(key="account", value="global", stat=stat))
+    for quota in apart:
+        items.append(
+            RegionResourceItem(key="account", value=quota.name, stat=_quota_stat([quota], snapshot))
+        )
     return items
 
 
@@ -210,9 +278,17 @@ def _zones(snapshot: AccountSnapshot, now: datetime) -> list[RegionResourceItem]
 
 
 def to_resource(snapshot: AccountSnapshot, *, now: datetime, stale: bool = False) -> Resource:
+    """The spec's Resource of one region's snapshot. A region whose quotas are unknown
+    leads with an item `quotas=unknown` (no figures: neither zero nor full) and a note
+    saying why."""
     overview = _groups(snapshot) + _reservation_items(snapshot.reservations, now)
-    notes = list(snapshot.notes)
+    notes = []
+    if snapshot.quotas_unknown:
+        overview.insert(0, RegionResourceItem(key=UNKNOWN_KEY, value=UNKNOWN_VALUE))
+        notes.append(unknown_note(snapshot))
+    notes.extend(n for n in snapshot.notes if n not in notes)
     notes.extend(n for n in _over_limit(snapshot.quotas) if n not in notes)
+    notes.extend(n for n in _binding_notes(snapshot) if n not in notes)
     zones = _zones(snapshot, now)
     return Resource(
         region=RegionSpec(name=snapshot.region, location=snapshot.location),
@@ -223,6 +299,13 @@ def to_resource(snapshot: AccountSnapshot, *, now: datetime, stale: bool = False
         source=", ".join(snapshot.sources),
         stale=stale,
         notes=notes,
+    )
+
+
+def unknown_note(snapshot: AccountSnapshot) -> str:
+    return (
+        f"quotas unknown in {snapshot.region}: {snapshot.quotas_unknown}; not zero, not full: "
+        "nothing is refused for them, and the next call asks again"
     )
 
 
@@ -253,7 +336,12 @@ def _covers(item: RegionResourceItem, snapshot: AccountSnapshot) -> tuple[set[st
         return gpus, types
     scope = "global" if item.key == "account" else "region"
     for q in snapshot.quotas:
-        if q.scope == scope and (item.key == "account" or q.group == item.value):
+        if q.scope != scope:
+            continue
+        if (item.key == "account" and item.value in ("global", q.name)) or item.value in (
+            q.group,
+            q.name,
+        ):
             gpus.update(q.gpus)
     for u in snapshot.usage:
         if item.key == "family" and u.group == item.value:
@@ -281,22 +369,27 @@ def select(
     resource: Resource, snapshot: AccountSnapshot, selectors: Sequence[Selector]
 ) -> Resource | None:
     """The overview items a selector keeps; None when nothing kept can be launched now or
-    later (no allocatable quota, no free reserved capacity): the region cannot answer."""
+    later (no allocatable quota, no free reserved capacity): the region cannot answer. A
+    region whose quotas are unknown is kept, its `quotas=unknown` item first: unknown is
+    not none (fail-open)."""
     from providers import selectors as sel
 
     if not selectors:
         return resource
     region = resource.region.name if resource.region else ""
+    unknown = [i for i in resource.overview if (i.key, i.value) == (UNKNOWN_KEY, UNKNOWN_VALUE)]
     kept = [
         item
         for item in resource.overview
-        if any(
+        if item not in unknown
+        and any(
             sel.matches(selectors, record)
             for record in _records(item, snapshot, region)
         )
     ]
-    if not any(_allocatable(item) for item in kept):
+    if not unknown and not any(_allocatable(item) for item in kept):
         return None
+    kept = unknown + kept
     resource.overview = kept
     return resource
 

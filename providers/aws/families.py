@@ -13,6 +13,13 @@ Instance Requests" (L-7212CCBC, named "All P Spot Instance Requests" on the olde
 a P family newer than P5 is counted against L-7212CCBC, the group's general quota, until
 AWS documents otherwise.
 
+Quotas of different codes are separate pools, never added up: a launch of p5.48xlarge as
+spot takes 192 vCPUs of L-C4BD4855 and nothing of L-7212CCBC, so 64 vCPUs left under
+L-7212CCBC launch no P5. Where AWS splits a group's market by family (SPLITS), the split
+quota gets a group of its own ("P5"), so the overview shows each pool on its own line
+(`family=P` spot is L-7212CCBC, `family=P5` spot is L-C4BD4855) and the types running
+under it are listed under it.
+
 A type's group is read from the letters its family starts with (`p5.48xlarge` -> "p" ->
 P, `u7i-12tb.224xlarge` -> "u" -> High Memory, `inf2` -> Inf); letters no group names
 are Standard (A, C, D, H, I, M, R, T, Z, and Mac). The GPU of a family comes from the
@@ -74,7 +81,7 @@ VCPU_QUOTAS: tuple[VcpuQuota, ...] = (
     VcpuQuota("L-88CF9481", "All F Spot Instance Requests", "F", "spot"),
     VcpuQuota("L-3819A6DF", "All G and VT Spot Instance Requests", "G and VT", "spot"),
     VcpuQuota("L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests", "P", "spot"),
-    VcpuQuota("L-C4BD4855", "All P5 Spot Instance Requests", "P", "spot"),
+    VcpuQuota("L-C4BD4855", "All P5 Spot Instance Requests", "P5", "spot"),
     VcpuQuota("L-E3A00192", "All X Spot Instance Requests", "X", "spot"),
     VcpuQuota("L-B5D1601B", "All Inf Spot Instance Requests", "Inf", "spot"),
     VcpuQuota("L-85EED4F7", "All DL Spot Instance Requests", "DL", "spot"),
@@ -82,13 +89,20 @@ VCPU_QUOTAS: tuple[VcpuQuota, ...] = (
 )  # fmt: skip
 BY_CODE = {quota.code: quota for quota in VCPU_QUOTAS}
 P5_SPOT = "L-C4BD4855"
+# (family group, market) -> (family prefixes, quota code): the families AWS counts against a
+# quota of their own in that market, apart from the group's general quota.
+SPLITS: dict[tuple[str, Market], tuple[tuple[tuple[str, ...], str], ...]] = {
+    ("P", "spot"): ((("p5",), P5_SPOT),),
+}
+_SPLIT_CODES = {code for rules in SPLITS.values() for _, code in rules}
 _GROUP_QUOTA = {
-    (q.group, q.market): q for q in VCPU_QUOTAS if q.code != P5_SPOT
+    (q.group, q.market): q for q in VCPU_QUOTAS if q.code not in _SPLIT_CODES
 }  # the group's general quota per market
 
 
 def group_of(instance_type: str) -> str:
-    """The family group whose vCPU quotas `instance_type` counts against."""
+    """The family group of `instance_type` (P for p5.48xlarge). The quota it counts against
+    is vcpu_quota's, whose own group differs where AWS splits the group (P5 spot)."""
     letters = _LETTERS.match(family(instance_type).lower())
     return GROUP_OF_LETTERS.get(letters.group(0) if letters else "", STANDARD)
 
@@ -97,8 +111,10 @@ def vcpu_quota(instance_type: str, market: Market) -> VcpuQuota | None:
     """The vCPU quota one instance of `instance_type` counts against in `market` (None:
     the type is not sold in that market, e.g. HPC or High Memory as spot)."""
     group = group_of(instance_type)
-    if group == "P" and market == "spot" and family(instance_type).lower().startswith("p5"):
-        return BY_CODE[P5_SPOT]
+    name = family(instance_type).lower()
+    for prefixes, code in SPLITS.get((group, market), ()):
+        if name.startswith(prefixes):
+            return BY_CODE[code]
     return _GROUP_QUOTA.get((group, market))
 
 
@@ -121,8 +137,9 @@ def quota_gpus(code: str) -> tuple[str, ...]:
 
 
 class AwsQuotaMap:
-    """EC2's QuotaMap: an instance takes its vCPUs of its group's quota in its market
-    (nothing when its vCPUs are not known, or the market has no quota for the group). The
+    """EC2's QuotaMap: an instance takes its vCPUs of the one quota that covers its family in
+    its market (vcpu_quota: p5 spot -> L-C4BD4855, p4d spot -> L-7212CCBC; nothing when its
+    vCPUs are not known, or the market has no quota for the group). The
     rules are the same whatever quotas a region reports (`quotas`: the QuotaMap contract)."""
 
     def __init__(self, quotas: Iterable[Quota] = ()) -> None:

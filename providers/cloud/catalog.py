@@ -15,12 +15,15 @@ the names it returns.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from providers import config
 from providers.cloud.cache import CatalogCache, SnapshotInfo
-from providers.cloud.offers import Fetcher, Offer
+from providers.cloud.offers import Fetcher, Offer, Progress, Snapshot
 from providers.core.errors import ShoalError, UsageError
 from providers.core.timeutil import human_duration, utcnow
 from providers.models import (
@@ -37,12 +40,15 @@ from providers.regions import check_region, region_name
 
 if TYPE_CHECKING:
     from providers.accounts.capacity import AccountCapacity
-    from providers.accounts.model import AccountFetcher
+    from providers.accounts.model import AccountFetcher, AccountSnapshot, QuotaMap
     from providers.core.settings import Settings
     from providers.selectors import UnjudgedCount
 
 CACHE_FILE = "catalog.sqlite"
 T = TypeVar("T")
+# Price downloads at once per provider: each streams and parses a region's price list
+# (an AWS offer file: ~75 MB read, parsed as it comes), so more would only add memory.
+PREFETCH_WORKERS = 8
 
 
 def open_cache(settings: Settings) -> CatalogCache:
@@ -419,6 +425,58 @@ class CloudCatalog:
             snapshot = snapshots[pricing.region.name]
             keep_launchable(pricing, snapshot, quota_map(snapshot.quotas))
 
+    # -- offers: many regions' prices at once, and what a quota fit needs ------------------
+
+    def prefetch(self, regions: Sequence[str]) -> Prefetch:
+        """Start downloading, in the background, the prices of those of `regions` the
+        freshness rules say are due: at once, each worker thread on a fetcher of its own (a
+        fetcher is used by one thread at a time), or in turn on one worker when the
+        fetcher's one download serves every region (`shared_download`: gcp's SKU list).
+        The caller meanwhile does other work (the account's quotas); `Prefetch.wait()` then
+        hands what came to `snapshot()`, which saves and serves it under the usual rules: a
+        failed download is a failed refresh there (the cached data served with a warning, or
+        the error). Only the calling thread touches the cache."""
+        if self.freshness.offline:
+            return Prefetch(self, [], 0)
+        infos = self.cache.snapshots(self._provider)
+        now = utcnow()
+        due = [
+            r
+            for r in dict.fromkeys(regions)
+            if r not in self._failed and self._due(infos.get(r), now)
+        ]
+        if not due:
+            return Prefetch(self, [], 0)
+        # The first worker takes the catalog's own fetcher, which may hold a download
+        # already (the region list came from it): this thread leaves it alone until wait().
+        own = self.fetcher()
+        shared = getattr(own, "shared_download", False)
+        return Prefetch(self, due, 1 if shared else PREFETCH_WORKERS, own)
+
+    def _due(self, info: SnapshotInfo | None, now: datetime) -> bool:
+        """snapshot()'s rule for fetching a region before answering from it."""
+        max_age = self.freshness.max_age
+        return (
+            info is None
+            or self.freshness.refresh
+            or now - info.fetched_at > self.ttl
+            or now < info.fetched_at
+            or (max_age is not None and now - info.fetched_at > max_age)
+        )
+
+    def quota_inputs(self, regions: Sequence[str]) -> list[tuple[AccountSnapshot, bool, QuotaMap]]:
+        """What a quota fit needs in those of `regions` the account can use: each region's
+        account snapshot (fetched together, under the account capacity's freshness rules),
+        whether it is stale, and the cloud's QuotaMap built with its quotas. Raises what the
+        account's capacity raises (no credentials: CredentialsError)."""
+        from providers.core.plugins import import_string
+
+        capacity = self.capacity()
+        usable = set(capacity.regions())
+        asked = [r for r in dict.fromkeys(regions) if r in usable]
+        quota_map = import_string(self._quota_map)  # a QuotaMap class, built per region
+        return [(s, stale, quota_map(s.quotas)) for s, stale in capacity.snapshots(asked)]
+
     def list_resource_predictions(self, opts: ResourceListOptions) -> dict[str, Resource]:
         raise UsageError(
             f"{self._provider} account capacity is now; reservations ahead are its `scheduled` "
@@ -528,3 +586,84 @@ def factory(
         )
 
     return make
+
+
+class Prefetch:
+    """Price downloads under way (CloudCatalog.prefetch): worker threads, each with a
+    fetcher of its own, take the regions in turn; `wait()` joins them and hands the
+    snapshots (or errors) to the catalog's `snapshot()` through its fetcher."""
+
+    def __init__(
+        self,
+        catalog: CloudCatalog,
+        regions: list[str],
+        workers: int,
+        fetcher: Fetcher | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._given = fetcher  # the first worker's, not closed: the catalog's own
+        self._queue = list(reversed(regions))
+        self._done: dict[str, Snapshot | ShoalError] = {}
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._work, args=(n == 0,), daemon=True, name="shoal-prices")
+            for n in range(min(workers, len(regions)))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _progress(self, done: int, total: int | None, what: str) -> None:
+        with self._lock:
+            self._catalog.settings.progress(done, total, what)
+
+    def _work(self, first: bool) -> None:
+        catalog = self._catalog
+        fetcher: Fetcher | None = self._given if first else None
+        try:
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        return
+                    region = self._queue.pop()
+                got: Snapshot | ShoalError
+                try:
+                    if fetcher is None:
+                        fetcher = catalog._make_fetcher()
+                    fetch = functools.partial(fetcher.fetch_region, region, self._progress)
+                    got = _guarded(catalog.provider(), f"{region} prices", fetch)
+                except ShoalError as exc:
+                    got = exc
+                with self._lock:
+                    self._done[region] = got
+        finally:
+            close = getattr(fetcher, "close", None)
+            if close is not None and fetcher is not self._given:
+                close()
+
+    def wait(self) -> None:
+        for thread in self._threads:
+            thread.join()
+        if self._done:
+            catalog = self._catalog
+            catalog._fetcher = _Prefetched(catalog.fetcher(), self._done)
+
+
+class _Prefetched:
+    """A catalog's fetcher that answers the regions prefetched with what came (a snapshot,
+    or the error raised again), once each, and asks its own fetcher for anything else."""
+
+    def __init__(self, inner: Fetcher, done: dict[str, Snapshot | ShoalError]) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.done = done
+
+    def list_regions(self) -> list[RegionSpec]:
+        return self.inner.list_regions()
+
+    def fetch_region(self, region: str, progress: Progress) -> Snapshot:
+        got = self.done.pop(region, None)
+        if got is None:
+            return self.inner.fetch_region(region, progress)
+        if isinstance(got, ShoalError):
+            raise got
+        return got

@@ -9,13 +9,13 @@ Metric meanings: providers/gcp/quota_map.py. Usage per machine type is not asked
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.accounts.model import Quota, Reservation
-from providers.gcp.quota_map import GPUS_ALL_REGIONS, PREEMPTIBLE, classify
+from providers.gcp.quota_map import classify
 from providers.gcp.shapes import GPU_MODELS, builtin_shapes, region_of_zone
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class RegionQuotas:
     quotas: list[Quota] = field(default_factory=list)
     zones: list[str] = field(default_factory=list)
     status: str = ""
+    unknown: str = ""  # why the region's quotas are unknown ("" when read)
 
 
 # -- pages -----------------------------------------------------------------------------------
@@ -150,13 +151,31 @@ def quota_of(item: payloads.Quota, scope: str = "region") -> Quota:
         used=item.get("usage", 0.0),
         scope="global" if scope == "global" else "region",
         gpus=kind.gpus,
+        within=kind.within if scope != "global" else (),
     )
 
 
 def read_region(item: payloads.Region) -> tuple[str, RegionQuotas]:
+    """One region of regions.list. A region with `quotaStatusWarning` ({code, message,
+    data[]}: the API "is populated only if fetching of the quotas field fails") has
+    unknown quotas: whatever `quotas[]` it carries is left out, and `unknown` says why."""
     zones = sorted(_last(zone) for zone in item.get("zones") or [])
+    warning = item.get("quotaStatusWarning")
+    if warning is not None:
+        return item["name"], RegionQuotas([], zones, item.get("status") or "", _said(warning))
     quotas = [quota_of(quota) for quota in item.get("quotas") or []]
     return item["name"], RegionQuotas(quotas, zones, item.get("status") or "")
+
+
+def _said(warning: payloads.StatusWarning) -> str:
+    """`regions.list could not read the region's quotas (CODE: message; key=value)`."""
+    code = warning.get("code") or "no code"
+    message = " ".join((warning.get("message") or "").split())
+    data = "; ".join(
+        f"{d.get('key') or ''}={d.get('value') or ''}" for d in warning.get("data") or []
+    )
+    detail = ": ".join(part for part in (code, message) if part) + (f"; {data}" if data else "")
+    return f"regions.list could not read the region's quotas ({detail})"
 
 
 def _shape(properties: payloads.InstanceProperties) -> tuple[str, float | None, str, int]:
@@ -243,28 +262,3 @@ def _after(start: datetime, seconds: float) -> datetime | None:
         return start + timedelta(seconds=seconds)
     except OverflowError:
         return None
-
-
-def binding_notes(region: str, quotas: Sequence[Quota]) -> list[str]:
-    """Where the project-wide GPUS_ALL_REGIONS leaves less than a region's GPU metric:
-    `GPUS_ALL_REGIONS (project: 8, 2 used) binds before NVIDIA_H100_GPUS in us-central1
-    (16)`."""
-    project = next((q for q in quotas if q.code.upper() == GPUS_ALL_REGIONS), None)
-    if project is None:
-        return []
-    left = project.limit - (project.used or 0)
-    notes = []
-    for quota in quotas:
-        if quota.resource[0] != "gpu" or quota.code.upper().startswith(PREEMPTIBLE):
-            continue
-        if left < quota.limit - (quota.used or 0):
-            notes.append(
-                f"{GPUS_ALL_REGIONS} (project: {_count(project.limit)}, {_count(project.used)} "
-                f"used) binds before {quota.code} in {region} ({_count(quota.limit)}"
-                + (f", {_count(quota.used)} used)" if quota.used else ")")
-            )
-    return notes
-
-
-def _count(value: float | None) -> str:
-    return "?" if value is None else f"{value:g}"

@@ -44,7 +44,6 @@ from providers.gcp.account_parse import (
     Note,
     RegionQuotas,
     Reserved,
-    binding_notes,
     project_quotas,
     regions_page,
 )
@@ -225,8 +224,9 @@ class GcpAccounts(BearerApi):
                     quotas=quotas,
                     reservations=mine,
                     sources=list(sources),
-                    notes=[one_line(n, [self.token]) for n in said + binding_notes(name, quotas)],
+                    notes=[one_line(n, [self.token]) for n in said],
                     zones=list(region.zones),
+                    quotas_unknown=one_line(region.unknown, [self.token]),
                 )
             )
         return snapshots

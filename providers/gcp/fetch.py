@@ -53,6 +53,9 @@ TOKEN_HINT = (
 
 class GcpFetcher:
     provider = PROVIDER
+    # One SKU list serves every region: regions are fetched in turn on one fetcher, never
+    # each on its own (CloudCatalog.prefetch), which would download it once per region.
+    shared_download = True
 
     def __init__(
         self,

@@ -108,11 +108,26 @@ class Quota(TypedDict, total=False):
     usage: Signed
 
 
+class WarningData(TypedDict, total=False):
+    key: str | None
+    value: str | None
+
+
+class StatusWarning(TypedDict, total=False):
+    """Region's `quotaStatusWarning` ("populated only if fetching of the quotas field
+    fails"): a warning code, its message and key/value data."""
+
+    code: str | None
+    message: str | None
+    data: list[WarningData] | None
+
+
 class Region(TypedDict, total=False):
     name: Required[Name]
     status: str | None
     zones: list[str] | None
     quotas: list[Quota] | None
+    quotaStatusWarning: StatusWarning | None
 
 
 class Project(TypedDict, total=False):

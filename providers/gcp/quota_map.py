@@ -64,13 +64,16 @@ _GPU_METRIC = re.compile(r"NVIDIA_(.+)_GPUS")
 
 @dataclass(frozen=True, slots=True)
 class MetricKind:
-    """Where a metric goes: its overview group, market, the spec's resource pair and GPU
-    models (for `--select gpu=...`)."""
+    """Where a metric goes: its overview group, market, the spec's resource pair, GPU
+    models (for `--select gpu=...`) and the project-wide metrics that also cap it (a
+    region's GPUs all count against GPUS_ALL_REGIONS, its vCPUs against
+    CPUS_ALL_REGIONS: what it lets launch is the least of them)."""
 
     group: str
     market: Market
     resource: tuple[str, str]
     gpus: tuple[str, ...] = ()
+    within: tuple[str, ...] = ()
 
 
 def classify(metric: str) -> MetricKind:
@@ -86,11 +89,12 @@ def classify(metric: str) -> MetricKind:
         return MetricKind("project", "onDemand", ("quota", metric))
     market: Market = "spot" if name.startswith(PREEMPTIBLE) else "onDemand"
     rest = name.removeprefix(PREEMPTIBLE)
+    cpus = (CPUS_ALL_REGIONS,)
     if rest == CPUS:
-        return MetricKind("regional", market, ("cpu", "vcpu"))
+        return MetricKind("regional", market, ("cpu", "vcpu"), within=cpus)
     if not name.startswith("COMMITTED_"):
         if match := _FAMILY_CPUS.fullmatch(rest):
-            return MetricKind(match.group(1), market, ("cpu", "vcpu"))
+            return MetricKind(match.group(1), market, ("cpu", "vcpu"), within=cpus)
         if (match := _GPU_METRIC.fullmatch(rest)) and "_VWS" not in rest:
             raw = match.group(1)
             model = gpus.model(raw)
@@ -99,7 +103,7 @@ def classify(metric: str) -> MetricKind:
                 # beside NVIDIA_A100_GPUS and NVIDIA_H100_GPUS: named apart (A100-80GB).
                 name = raw.replace("_", "-")
                 name = name if name.startswith(model + "-") else model
-                return MetricKind("gpu", market, ("gpu", name), (model,))
+                return MetricKind("gpu", market, ("gpu", name), (model,), (GPUS_ALL_REGIONS,))
     return MetricKind("other", market, ("quota", metric))
 
 

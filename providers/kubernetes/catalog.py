@@ -269,6 +269,19 @@ class KubernetesCatalog:
             pricing.notes.append(overcommit_message(summary.overcommitted))
         return [pricing]
 
+    def pool_capacity(self, opts: ResourceListOptions) -> tuple[Resource, ResourcePricing]:
+        """`resources` and `pricing` from one listing of the cluster: the pools down to each
+        node with what it has free, and each node type's shape and cached cloud price
+        (`shoal offers` places requests on the nodes with both)."""
+        from providers.kubernetes.pricing import price_pools
+
+        nodes, summary = self._summary(opts, whole=True)
+        pricing = price_pools(summary.resource, nodes, self.settings)
+        context = summary.resource.region.name if summary.resource.region else ""
+        pricing.region = summary.resource.region or pricing.region
+        pricing.shapes = {spec.name: spec for spec in self._type_specs(nodes, context)}
+        return summary.resource, pricing
+
     def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
         raise UsageError(
             "kubernetes pricing has no window: prices come from the cloud catalogs "

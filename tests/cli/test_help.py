@@ -53,6 +53,7 @@ ISSUE_COMMANDS = {
     ("types",),
     ("resources",),
     ("pricing",),
+    ("offers",),
     ("alloc",),
     ("status",),
     ("free",),

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cli import output
+from cli.progress import PROGRESS_INTERVAL_SECONDS, LogProgress, human_bytes
 from providers.core.timeutil import human_duration
 from tests.cli.test_image_commands import FAST, MIB, TERMINAL, image_tar, sha256, spawn
 from tests.drivers.image.server import ImageServer
@@ -89,9 +90,9 @@ class FakeClock:
         return self.now
 
 
-def reporter(clock: FakeClock, interval: float = 10.0) -> tuple[output.LogProgress, list[str]]:
+def reporter(clock: FakeClock, interval: float = 10.0) -> tuple[LogProgress, list[str]]:
     written: list[str] = []
-    return output.LogProgress("img", written.append, clock, interval), written
+    return LogProgress("img", written.append, clock, interval), written
 
 
 def assert_plain(text: str) -> None:
@@ -125,7 +126,7 @@ def percent(line: str) -> int:
     ],
 )
 def test_human_bytes(count: int, text: str) -> None:
-    assert output.human_bytes(count) == text
+    assert human_bytes(count) == text
 
 
 @pytest.mark.parametrize(
@@ -182,7 +183,7 @@ def test_a_resume_prints_at_once() -> None:
 def test_piped_pull_prints_the_25_50_75_percent_lines_once_each(
     cli: Cli, out: Path, four_mib: tuple[str, bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(output, "PROGRESS_INTERVAL_SECONDS", math.inf)  # milestones only
+    monkeypatch.setattr("cli.progress.PROGRESS_INTERVAL_SECONDS", math.inf)  # milestones only
     url, _ = four_mib
     run = cli("image", "pull", url, "--out", str(out))
     assert run.exit_code == 0, run.stderr
@@ -202,7 +203,7 @@ def test_piped_pull_prints_a_line_per_interval_between_milestones(
     besides the milestone lines, never closer together."""
     clock = FakeClock(step=1.0)
     at: list[tuple[float, str]] = []
-    monkeypatch.setattr(output, "progress_clock", clock)
+    monkeypatch.setattr("cli.progress.progress_clock", clock)
     monkeypatch.setattr(output, "message", lambda text: at.append((clock.now, text)))
     url, _ = four_mib
     run = cli("image", "pull", url, "--out", str(out))
@@ -216,7 +217,7 @@ def test_piped_pull_prints_a_line_per_interval_between_milestones(
     previous = clock.readings[0]  # the pull started
     for when, line in progress:
         if line not in milestones:
-            assert when - previous >= output.PROGRESS_INTERVAL_SECONDS, (when, previous)
+            assert when - previous >= PROGRESS_INTERVAL_SECONDS, (when, previous)
         previous = when
 
 
@@ -262,7 +263,7 @@ def test_the_summary_line_has_human_sizes_and_json_keeps_exact_bytes(
     summary = SUMMARY.fullmatch(checked.stderr.splitlines()[-1])
     assert summary, checked.stderr
     assert summary["sum"] == f"verified sha256:{sha256(data)}"
-    assert f"pulled img-1.0: {output.human_bytes(len(data))} in " in checked.stderr
+    assert f"pulled img-1.0: {human_bytes(len(data))} in " in checked.stderr
     assert str(len(data)) not in checked.stderr  # no raw byte count
 
     unchecked = cli("image", "pull", url, "--out", str(out), "--force")

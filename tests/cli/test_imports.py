@@ -120,3 +120,28 @@ def test_msgspec_is_imported_only_by_the_kubernetes_views_that_read_lists() -> N
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_a_table_is_drawn_by_rich(home: Path) -> None:
+    """Results render as Rich tables or JSON: a table command draws with Rich (imported
+    when the table is drawn), its --json twin never imports it."""
+    loaded, said = _probe(home, "regions", "-p", "local")
+    assert "rich.table" in loaded and "rich.console" in loaded
+    assert "local" in said
+    assert "rich" not in _top(_modules(home, "regions", "-p", "local", "--json"))
+
+
+def test_output_tables_and_progress_are_three_modules_without_a_circle() -> None:
+    """cli.output keeps the formats and the messages; tables and progress import it, never
+    the reverse, and it re-exports nothing of theirs."""
+    probe = (
+        "import sys, cli.output as o\n"
+        "print(sorted(m for m in sys.modules if m in ('cli.tables', 'cli.progress')))\n"
+        "print([n for n in ('table', 'Col', 'Figure', 'number_text', 'byte_progress', "
+        "'fetch_progress', 'status_line', 'human_bytes', 'rate', 'progress_clock', "
+        "'LogProgress') if hasattr(o, n)])\n"
+        "import cli.tables, cli.progress\n"
+        "print('rich' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:3] == ["[]", "[]", "False"]

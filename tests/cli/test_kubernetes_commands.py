@@ -403,9 +403,18 @@ def test_rejected_token_exits_77_without_the_token(
 ) -> None:
     wrong = "tok-wrong-0000111122223333"
     env = {"KUBECONFIG": str(write_kubeconfig(tmp_path / "kc", api.base, token=wrong))}
-    for command in ("types", "resources", "pricing"):
+    for command in ("types", "resources"):
         line = failed(cli(command, *K8S, "--json", env=env), 77)
         assert "401" in line and wrong not in line and TOKEN not in line
+    # pricing --json prints the failed provider's error entry (README): no token there either.
+    run = cli("pricing", *K8S, "--json", env=env)
+    assert run.exit_code == 77, run.stderr
+    [entry] = run.json()
+    assert entry["provider"] == "kubernetes" and "401" in entry["error"]
+    [line] = run.stderr.splitlines()
+    assert "401" in line and line.startswith("shoal: error: ")
+    for text in (run.stdout, run.stderr):
+        assert wrong not in text and TOKEN not in text
 
 
 def test_forbidden_exits_77(cli: Cli, env: dict[str, str], api: ApiServer) -> None:

@@ -9,7 +9,10 @@ per (region, action)), it adds:
   before gets the first answer again, nothing new is launched
   (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html);
 - InsufficientInstanceCapacity (HTTP 500, as EC2 sends it) for chosen (type, place)
-  pairs, a place being the subnet, the zone, or "" when the request names neither;
+  pairs, a place being the subnet, the zone, or "" when the request names neither (in
+  `no_spot_capacity`: for spot requests only);
+- error answers for the next RunInstances requests, one each (`launch_errors`: HTTP status,
+  code, message: VcpuLimitExceeded, ReservationCapacityExceeded, ...);
 - answers that never come: the request is carried out (the instance launched) and the
   connection closed without a response, `drop[action]` times (a retry too: its token is
   known, its answer dropped the same);
@@ -45,6 +48,8 @@ class Ec2Server(AwsServer):
         super().__init__(credentials, regions)
         self.upstream = upstream
         self.no_capacity: set[tuple[str, str]] = set()
+        self.no_spot_capacity: set[tuple[str, str]] = set()
+        self.launch_errors: list[tuple[int, str, str]] = []
         self.drop: dict[str, int] = {}
         self.delay: dict[str, float] = {}
         self.arrived = threading.Event()
@@ -91,7 +96,13 @@ class Ec2Server(AwsServer):
             reply = known  # EC2's idempotency: the same answer, nothing launched
         else:
             place = params.get("SubnetId") or params.get("Placement.AvailabilityZone") or ""
-            if (params.get("InstanceType", ""), place) in self.no_capacity:
+            spot = params.get("InstanceMarketOptions.MarketType") == "spot"
+            pair = (params.get("InstanceType", ""), place)
+            with self._lock:
+                scripted = self.launch_errors.pop(0) if self.launch_errors else None
+            if scripted is not None:
+                return _ec2_error(*scripted)
+            if pair in self.no_capacity or (spot and pair in self.no_spot_capacity):
                 return _ec2_error(
                     500,
                     "InsufficientInstanceCapacity",

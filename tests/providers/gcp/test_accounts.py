@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from providers.accounts.model import AccountSnapshot, Need, Quota
+from providers.accounts.resource import to_resource
 from providers.cloud.http import RetryPolicy
 from providers.core.env import ENV_GCP_COMPUTE_URL, ENV_GCP_PROJECT, ENV_GCP_TOKEN
 from providers.core.errors import CredentialsError, RetryableError, ShoalError, UsageError
@@ -24,6 +25,7 @@ from tests.providers.gcp.payloads import PROJECT, REGIONS_PATH, TOKEN
 FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=5.0)
 ENV = {ENV_GCP_TOKEN: TOKEN, ENV_GCP_PROJECT: PROJECT}
 ALL = [REGIONS_PATH, g.PROJECT_PATH, g.RESERVATIONS_PATH, g.FUTURE_PATH]
+NOW = datetime(2026, 9, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -163,17 +165,30 @@ def test_a_second_fetch_reads_the_quotas_again(tmp_path: Path, api: ApiServer) -
     assert by_code(again)["CPUS"].used == 8
 
 
-def test_the_binding_project_gpu_limit_is_noted(tmp_path: Path, api: ApiServer) -> None:
+def test_the_binding_project_limits_cap_allocatable_and_are_noted(
+    tmp_path: Path, api: ApiServer
+) -> None:
     serve(api)
     central, west = accounts(tmp_path, api).fetch(["us-central1", "europe-west4"])
-    binding = [n for n in central.notes if "binds before" in n]
+    res = to_resource(central, now=NOW)
+    binding = [n for n in res.notes if "binds before" in n]
     assert binding == [
-        "GPUS_ALL_REGIONS (project: 8, 2 used) binds before NVIDIA_H100_GPUS in us-central1 (16)",
-        "GPUS_ALL_REGIONS (project: 8, 2 used) binds before NVIDIA_H100_MEGA_GPUS in "
-        "us-central1 (8)",
+        "CPUS_ALL_REGIONS (account-wide: 64, 12 used) binds before A3_CPUS in us-central1 "
+        "(416, 0 used): cpu/vcpu on demand allocatable 52, not 416",
+        "GPUS_ALL_REGIONS (account-wide: 8, 2 used) binds before NVIDIA_H100_GPUS in "
+        "us-central1 (16, 0 used): gpu/H100 on demand allocatable 6, not 16",
+        "GPUS_ALL_REGIONS (account-wide: 8, 2 used) binds before PREEMPTIBLE_NVIDIA_H100_GPUS "
+        "in us-central1 (16, 0 used): gpu/H100 spot allocatable 6, not 16",
+        "GPUS_ALL_REGIONS (account-wide: 8, 2 used) binds before NVIDIA_H100_MEGA_GPUS in "
+        "us-central1 (8, 0 used): gpu/H100-MEGA on demand allocatable 6, not 8",
     ]
-    assert [n for n in west.notes if "binds before" in n] == [
-        "GPUS_ALL_REGIONS (project: 8, 2 used) binds before NVIDIA_L4_GPUS in europe-west4 (8)"
+    (gpu,) = [i for i in res.overview if (i.key, i.value) == ("family", "gpu")]
+    assert gpu.stat.on_demand is not None
+    assert gpu.stat.on_demand.allocatable["gpu"]["H100"] == "6"
+    assert gpu.stat.on_demand.supply["gpu"]["H100"] == "16"
+    assert [n for n in to_resource(west, now=NOW).notes if "binds before" in n] == [
+        "GPUS_ALL_REGIONS (account-wide: 8, 2 used) binds before NVIDIA_L4_GPUS in "
+        "europe-west4 (8, 0 used): gpu/L4 on demand allocatable 6, not 8"
     ]
 
 

@@ -1,0 +1,150 @@
+"""An offers document read into targets, and the definition each driver is handed: the
+user's (flags, -o, -o DRIVER.KEY) with the offer's choices over it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from drivers.placement.document import parse
+from drivers.placement.targets import Base, Target, definition, targets
+from providers.core.errors import UsageError
+
+
+def doc(*offers: dict[str, Any], request: dict[str, Any] | None = None) -> str:
+    return json.dumps({"request": request or {}, "offers": list(offers), "rejected": []})
+
+
+def aws_offer(**more: Any) -> dict[str, Any]:
+    return {
+        "provider": "aws",
+        "driver": "aws",
+        "region": {"name": "us-east-1", "aws": {"region": "us-east-1"}},
+        "zones": ["us-east-1a", "us-east-1b"],
+        "instanceType": "p5.48xlarge",
+        "shape": {
+            "vcpus": 192,
+            "memoryGiB": 2048,
+            "gpu": "H100",
+            "gpuCount": 8,
+            "gpuMemoryGiB": 80,
+            "arch": "x86_64",
+        },
+        "market": "spot",
+        "instances": 1,
+        "someFieldOfALaterVersion": {"ignored": True},
+        **more,
+    }
+
+
+def test_unknown_fields_are_ignored_and_times_read() -> None:
+    block = {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "available": 1,
+             "zone": "us-east-1b", "start": "2026-05-01T11:30:00Z", "end": None}  # fmt: skip
+    read = parse(doc(aws_offer(market="onDemand", reservation=block)), "x")
+    (offer,) = read.offers
+    assert offer.reservation is not None
+    assert offer.reservation.start == datetime(2026, 5, 1, 11, 30, tzinfo=UTC)
+    assert offer.shape.gpu_count == 8 and offer.zones == ("us-east-1a", "us-east-1b")
+
+
+def test_a_time_that_is_not_one_is_named() -> None:
+    block = {"id": "cr-1", "kind": "capacity-block", "start": "tomorrow"}
+    with pytest.raises(UsageError, match=r"^x: offers\[0\]\.reservation\.start: 'tomorrow' is"):
+        parse(doc(aws_offer(reservation=block)), "x")
+
+
+def test_an_aws_offer_is_one_target_per_zone_with_the_offers_options() -> None:
+    read = parse(doc(aws_offer()), "x")
+    found = targets(read.offers)
+    assert [t.label() for t in found] == [
+        "aws us-east-1a p5.48xlarge spot",
+        "aws us-east-1b p5.48xlarge spot",
+    ]
+    given = {"image": "ami-0123456789abcdef0", "spot": False, "zone": "x",
+             "kubernetes.image": "busybox", "aws.tags": {"team": "ml"}}  # fmt: skip
+    base = Base({"options": given})
+    made = definition(base, found[1], read.request)
+    assert made.driver == "aws"
+    assert made.options == {
+        "image": "ami-0123456789abcdef0",
+        "tags": {"team": "ml"},
+        "region": "us-east-1",
+        "zone": "us-east-1b",
+        "instance_type": "p5.48xlarge",
+        "market": "spot",
+        "fallback": "off",
+    }
+    # The type's own sizes where the user gave none.
+    assert (made.resources.cpu, made.resources.ram) == (192, 2048)
+    sized = definition(Base({"resources": {"cpu": 8, "ram": 64}}), found[0], read.request)
+    assert (sized.resources.cpu, sized.resources.ram) == (8, 64)
+
+
+def test_a_reservation_names_its_zone_and_is_targeted() -> None:
+    reserved = {"id": "cr-0123456789abcdef0", "kind": "capacity-reservation", "available": 2,
+                "zone": "us-east-1b"}  # fmt: skip
+    read = parse(doc(aws_offer(market="onDemand", reservation=reserved)), "x")
+    (only,) = targets(read.offers)
+    assert only.zone == "us-east-1b"
+    options = definition(Base({}), only, read.request).options
+    assert options["reservation"] == "cr-0123456789abcdef0" and options["market"] == "on-demand"
+    block = dict(reserved, kind="capacity-block")
+    read = parse(doc(aws_offer(market="onDemand", reservation=block)), "x")
+    options = definition(Base({}), targets(read.offers)[0], read.request).options
+    assert options["market"] == "capacity-block"
+
+
+def test_a_kubernetes_offer_selects_its_pool_and_takes_its_share_of_gpus() -> None:
+    pool = {"key": "cloud.google.com/gke-nodepool", "value": "h100", "nodes": 2, "fitting": 1}
+    offer = aws_offer(provider="kubernetes", driver="kubernetes", region={"name": "prod"},
+                      zones=["us-central1-a"], pool=pool, gpusPerInstance=4)  # fmt: skip
+    read = parse(doc(offer, request={"gpus": 4}), "x")
+    (only,) = targets(read.offers)
+    assert only.zone == "" and only.label() == "kubernetes prod p5.48xlarge spot"
+    base = Base({"options": {"image": "trainer:1", "node_selector": {"team": "ml"},
+                             "aws.image": "ami-0123456789abcdef0"}})  # fmt: skip
+    made = definition(base, only, read.request)
+    assert made.options == {
+        "image": "trainer:1",
+        "node_selector": {"team": "ml", "cloud.google.com/gke-nodepool": "h100"},
+        "spot": True,
+        "gpus": 4,
+    }
+    assert (made.resources.cpu, made.resources.ram) == (1, 1)
+    # Without a pool: the instance type's label.
+    read = parse(doc(dict(offer, pool=None, gpusPerInstance=None), request={"gpus": 16}), "x")
+    made = definition(base, targets(read.offers)[0], read.request)
+    assert made.options["node_selector"]["node.kubernetes.io/instance-type"] == "p5.48xlarge"
+    assert made.options["gpus"] == 8  # 16 asked of one instance: at most the node's
+
+
+def test_a_local_offer_takes_the_users_definition_and_the_requests_sizes() -> None:
+    local = {"provider": "local", "driver": "process", "region": {"name": "local"},
+             "instanceType": "host", "market": "onDemand", "instances": 2}  # fmt: skip
+    read = parse(doc(local, request={"cpu": 4, "ram": 8.5}), "x")
+    base = Base({"options": {"entry": "sleep 60", "process.grace_seconds": 1}},
+                instances={"process": "process/dev"})  # fmt: skip
+    target = Target(read.offers[0])
+    made = definition(base, target, read.request)
+    assert made.options == {"entry": "sleep 60", "grace_seconds": 1}
+    assert made.driver == "process/dev"
+    assert (made.resources.cpu, made.resources.ram) == (2, 5)  # each of two, rounded up
+
+
+def test_options_scoped_to_no_driver_are_refused() -> None:
+    with pytest.raises(UsageError, match=r"-o gpc\.zone: .* 'gpc' is not a driver"):
+        Base({"options": {"gpc.zone": "x"}}).check()
+    Base({"options": {"gcp.zone": "x", "ec2.image": "ami-0123456789abcdef0"}}).check()
+
+
+def test_offers_no_driver_launches_are_not_launchable() -> None:
+    gcp = aws_offer(provider="gcp", driver="gcp", region={"name": "us-central1"})
+    ec2 = aws_offer(driver="ec2")
+    read = parse(doc(gcp, ec2), "x")
+    found = targets(read.offers)
+    assert [t.launchable for t in found] == [False, True, True]
+    # An alias is its driver: the aws options.
+    assert definition(Base({}), found[1], read.request).options["region"] == "us-east-1"
