@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -109,34 +110,79 @@ def _offer(row: tuple[object, ...]) -> Offer:
     return Offer(*row)  # type: ignore[arg-type]  # columns are in Offer's field order
 
 
+_OPEN_PATIENCE_SECONDS = 30.0
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _patiently(action: Callable[[], object]) -> None:
+    deadline = time.monotonic() + _OPEN_PATIENCE_SECONDS
+    while True:
+        try:
+            action()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.02)
+
+
+def _statements(script: str) -> list[str]:
+    """A script's statements, to run one by one inside a transaction (executescript would
+    commit the transaction first)."""
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
 class CatalogCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
             self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # Another process may be making the file this instant: the switch to WAL does
+            # not wait on SQLite's busy handler, so it is retried for as long as a write waits.
+            _patiently(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
             self._db.execute("PRAGMA synchronous=NORMAL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                self._db.executescript(_SCHEMA + _ACCOUNTS)
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif version in (1, 2):
-                # 1 -> 2 rebuilds the offers; 2 -> 3 adds the account tables (quotas).
-                first = _MIGRATE_1_TO_2 if version == 1 else ""
-                self._db.executescript(
-                    f"BEGIN IMMEDIATE;{first}{_ACCOUNTS}PRAGMA user_version={SCHEMA_VERSION};"
-                    "COMMIT;"
-                )
-            elif version != SCHEMA_VERSION:
-                raise ShoalError(
-                    f"catalog cache {path} has schema version {version}, this shoal knows "
-                    f"{SCHEMA_VERSION}; remove the file (it is only a cache) or upgrade shoal"
-                )
+            _patiently(self._make_schema)
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):
+                raise RetryableError(
+                    f"catalog cache {path} stayed locked by another shoal for "
+                    f"{_OPEN_PATIENCE_SECONDS:g} s; try again"
+                ) from None
             raise ShoalError(
                 f"catalog cache {path} is unreadable ({exc}); remove it (and its -wal/-shm "
                 "files): it is only a cache and will be fetched again"
             ) from None
+
+    def _make_schema(self) -> None:
+        """Make or migrate the tables once: the version is read again inside the write lock,
+        so of several processes opening a new file at once one makes it, the others see it."""
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                for statement in _statements(_SCHEMA + _ACCOUNTS):
+                    self._db.execute(statement)
+            elif version in (1, 2):
+                # 1 -> 2 rebuilds the offers; 2 -> 3 adds the account tables (quotas).
+                first = _MIGRATE_1_TO_2 if version == 1 else ""
+                for statement in _statements(first + _ACCOUNTS):
+                    self._db.execute(statement)
+            elif version != SCHEMA_VERSION:
+                raise ShoalError(
+                    f"catalog cache {self.path} has schema version {version}, this shoal knows "
+                    f"{SCHEMA_VERSION}; remove the file (it is only a cache) or upgrade shoal"
+                )
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self._db.close()
@@ -161,7 +207,8 @@ class CatalogCache:
         try:
             yield self._db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
 
