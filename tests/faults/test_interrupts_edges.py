@@ -60,7 +60,10 @@ def test_ctrl_c_while_shoal_starts_is_interrupted_never_a_traceback(home: Path) 
     span = time.monotonic() - started
     seen = {"interrupted": 0, "done": 0, "before": 0}
     # Offsets over the whole run, thicker at its start, where the imports are.
+    # The last ones are past a run's whole span: on a loaded machine a run may take longer
+    # than the one measured, and the test must still see some runs end before their Ctrl-C.
     offsets = [i * 0.003 for i in range(25)] + [span * i / 25 for i in range(25)]
+    offsets += [span * 1.5, span * 2, span * 3]
     for delay in offsets:
         proc = spawn(home, "status")
         time.sleep(delay)
