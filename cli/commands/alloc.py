@@ -1,15 +1,15 @@
 """`alloc`: allocate now, wait for capacity (--wait), book it ahead (--at) or claim a
 booking (--reservation), and report what was allocated or booked."""
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli import output, progress, tables
+from cli import output, tables
 from cli.commands.alloc_definition import build_definition, definition_data, parse_pairs
+from cli.commands.alloc_offers import best_offers, check_offers, place_offers
+from cli.commands.alloc_report import report_booking, reported, wait_spec, waiting_line
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
 from cli.commands.options import JsonOpt, LongOutputOpt
@@ -17,11 +17,7 @@ from providers.core.env import ENV_DRIVER
 from providers.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from drivers.placement.document import Document
-    from drivers.placement.failover import Attempt
     from drivers.service import Drivers
-    from drivers.service.queue import Wait
-    from drivers.spec.views import AllocationView
 
 _BEST = "With --best (the request `shoal offers` takes)"
 
@@ -208,8 +204,8 @@ def alloc(
         "--gpus": gpus, "--gpu": gpu, "--count": count, "--market": market, "--arch": arch,
         "--max-price": max_price, "--provider": provider, "--region": region,
     }  # fmt: skip
-    _check_offers(offers, best, definition, dry_run, at, reservation, asked)
-    waiting = _wait_spec(wait, timeout)
+    check_offers(offers, best, definition, dry_run, at, reservation, asked)
+    waiting = wait_spec(wait, timeout)
     when = None
     if at is not None:
         from providers.core.timeutil import parse_when
@@ -223,14 +219,14 @@ def alloc(
                 definition, cpu, ram, lifetime, options, multitenancy, cpu_overbook, ram_overbook
             )
             if best:
-                document = _best(
+                document = best_offers(
                     ctx, gpus, gpu, cpu, ram, count, market, arch, max_price, provider, region
                 )
             else:
                 from drivers.placement.document import read
 
                 document = read(offers or "-")
-            _place(svc, document, data, source, driver, parse_pairs(meta, "--meta", False),
+            place_offers(svc, document, data, source, driver, parse_pairs(meta, "--meta", False),
                    waiting, as_json)  # fmt: skip
             return
         base = None
@@ -266,10 +262,10 @@ def alloc(
         if when is not None:
             from drivers.service import queue as scheduling
 
-            _report_booking(scheduling.book(svc, parsed, metadata, when), as_json)
+            report_booking(scheduling.book(svc, parsed, metadata, when), as_json)
             return
-        with _progress(waiting) as shown:
-            report = _reported(as_json, shown)
+        with waiting_line(waiting) as shown:
+            report = reported(as_json, shown)
             if reservation is not None:
                 from drivers.service import queue as scheduling
 
@@ -372,218 +368,3 @@ def _check_combination(
     if dry_run and (wait or reservation is not None):
         flag = "--wait" if wait else "--reservation"
         raise UsageError(f"--dry-run allocates nothing: drop {flag}")
-
-
-def _check_offers(
-    offers: str | None,
-    best: bool,
-    definition: str | None,
-    dry_run: bool,
-    at: str | None,
-    reservation: str | None,
-    asked: dict[str, Any],
-) -> None:
-    not_empty(offers, "--offers", "give the file `shoal offers --json` wrote, or - for stdin")
-    given = [flag for flag, value in asked.items() if value is not None]
-    if given and not best:
-        raise UsageError(
-            f"{given[0]} is part of the request --best asks `shoal offers`; add --best (or "
-            "drop it)"
-        )
-    if offers is None and not best:
-        return
-    if offers is not None and best:
-        raise UsageError("--offers launches offers already found, --best finds them: give one")
-    flag = "--offers" if offers is not None else "--best"
-    for other, value in (("--dry-run", dry_run), ("--at", at), ("--reservation", reservation)):
-        if value:
-            fix = "`shoal offers` shows what fits now" if other == "--dry-run" else (
-                "offers are launched now"
-            )  # fmt: skip
-            raise UsageError(f"{flag} with {other}: {fix}; drop {other}")
-    if offers == "-" and definition == "-":
-        raise UsageError("DEFINITION - and --offers - both read stdin; give one as a file")
-
-
-def _best(
-    ctx: typer.Context,
-    gpus: int | None,
-    gpu: str | None,
-    cpu: int | None,
-    ram: int | None,
-    count: int | None,
-    market: str | None,
-    arch: str | None,
-    max_price: float | None,
-    provider: str | None,
-    region: list[str] | None,
-) -> "Document":
-    """`shoal offers` asked now with these flags, as its command asks it."""
-    from dataclasses import replace
-
-    from cli.commands.offers import providers_for
-    from drivers.placement.document import of
-    from providers.offers import OfferRequest, find_offers
-    from providers.offers.request import checked
-
-    request = checked(
-        OfferRequest(
-            gpus=gpus, gpu=gpu, cpu=cpu, ram=ram, count=count, market=market or "any",
-            arch=arch, max_price=max_price, regions=tuple(region or ()),
-        )
-    )  # fmt: skip
-    names, open_catalog = providers_for(ctx, provider, False, False, None, None)
-    answer = find_offers(replace(request, providers=tuple(names)), names, open_catalog)
-    if answer.error is not None:
-        raise answer.error
-    if answer.offers:  # else "no offer fits now" names them
-        for failure in answer.failures:
-            output.warn(failure.message)
-    return of(answer.wire(), "alloc --best")
-
-
-def _place(
-    svc: "Drivers",
-    document: "Document",
-    data: dict[str, Any],
-    source: str,
-    driver: str | None,
-    metadata: dict[str, Any],
-    waiting: "Wait | None",
-    as_json: bool,
-) -> None:
-    """Launch the first offer with room; the attempts on stderr, the allocations on
-    stdout (one id per line; --json: the allocation, or a list of them)."""
-    from drivers import placement
-    from drivers.placement.failover import place
-    from drivers.placement.targets import Base
-
-    # `--driver KIND/INSTANCE`: that instance launches KIND's offers (a bare KIND, as
-    # SHOAL_DRIVER may give, changes nothing).
-    instances = {}
-    if driver and "/" in driver:
-        from drivers.registry import canonical
-
-        full = canonical(driver)
-        instances[full.partition("/")[0]] = full
-    made: list[AllocationView] = []
-
-    def committed(view: "AllocationView") -> None:
-        made.append(view)
-        if not as_json:
-            _report(view, False)
-
-    def report(attempt: "Attempt") -> None:
-        output.message(str(attempt))
-
-    with _progress(waiting) as shown:
-        place(
-            svc,
-            document,
-            Base(data, source, instances),
-            metadata,
-            report=report,
-            committed=committed,
-            wait=shown,
-            memory=placement.memory(svc.settings),
-        )
-    if as_json:
-        output.emit_json(made[0].to_json() if len(made) == 1 else [v.to_json() for v in made])
-
-
-def _wait_spec(wait: bool, timeout: str | None) -> "Wait | None":
-    if not wait:
-        return None
-    from drivers.service.queue import Wait
-    from providers.core.timeutil import parse_duration
-
-    seconds = None if timeout is None else parse_duration(timeout, "--timeout").total_seconds()
-    return Wait(timeout=seconds)
-
-
-@contextlib.contextmanager
-def _progress(waiting: "Wait | None") -> "Iterator[Wait | None]":
-    """On a terminal, a waiter shows on stderr what it waits for and for how long, on one
-    line redrawn in place and cleared when the wait ends; off one it says so once."""
-    if waiting is None:
-        yield None
-        return
-    from dataclasses import replace
-
-    from drivers.service.queue import WaitState
-
-    terminal = sys.stderr.isatty()
-    said: list[bool] = []
-
-    def show(state: WaitState) -> None:
-        from providers.core.timeutil import human_duration
-
-        ahead = f"{state.ahead} ahead, " if state.ahead else ""
-        waited = human_duration(state.waited, style="clock")
-        remaining = (
-            None if state.remaining is None else human_duration(state.remaining, style="clock")
-        )
-        if terminal:
-            # Fitted to the terminal (a line that wraps starts a new line at each redraw):
-            # the hint goes first, then words; what it waits for is shortened last.
-            left = "" if remaining is None else f"; gives up in {remaining}"
-            terse = "" if remaining is None else f", {remaining} left"
-            line = progress.status_line(
-                "waiting for ",
-                state.what,
-                [
-                    f": {ahead}{waited} so far{left} (Ctrl-C gives up)",
-                    f": {ahead}{waited} so far{left}",
-                    f": {ahead}{waited}{terse}",
-                ],
-            )
-            sys.stderr.write(f"\r\x1b[2K{line}")
-            sys.stderr.flush()
-            said[:] = [True]
-        elif not said:
-            queued = f" ({state.ahead} ahead)" if state.ahead else ""
-            output.message(f"waiting for {state.what}{queued}")
-            said.append(True)
-
-    try:
-        yield replace(waiting, progress=show, redraw=terminal)
-    finally:
-        if terminal and said:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-
-
-def _reported(as_json: bool, waiting: "Wait | None") -> "Callable[[AllocationView], None]":
-    def report(got: "AllocationView") -> None:
-        if waiting is not None and waiting.progress is not None and sys.stderr.isatty():
-            sys.stderr.write("\r\x1b[2K")
-        _report(got, as_json)
-
-    return report
-
-
-def _report_booking(booked: "AllocationView", as_json: bool) -> None:
-    if as_json:
-        output.emit_json(booked.to_json())
-        return
-    sys.stdout.write(f"{booked.id}\n")
-    sys.stdout.flush()
-
-    def when(stamp: str | None) -> str:
-        return f"{stamp[:19]}Z" if stamp else "?"
-
-    output.message(
-        f"reserved {booked.id} on {booked.driver} from {when(booked.starts)} to "
-        f"{when(booked.expires)}; claim it with `shoal alloc --reservation {booked.id}` "
-        f"by {when(booked.claim_by)}"
-    )
-
-
-def _report(result: "AllocationView", as_json: bool) -> None:
-    """Print a committed allocation (the service runs this with Ctrl-C held off)."""
-    if as_json:
-        output.emit_json(result.to_json())
-        return
-    sys.stdout.write(f"{result.id}\n")
-    sys.stdout.flush()
-    output.message(f"allocated {result.id} on {result.driver}")

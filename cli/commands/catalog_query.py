@@ -1,5 +1,6 @@
-"""What the catalog commands (`regions`, `types`, `resources`, `pricing`) share: the catalog
-a provider flag names, with the freshness flags wired in, and the flags as one query."""
+"""What the catalog commands (`regions`, `types`, `resources`, `pricing`, `offers` and
+`alloc --best`) share: the catalog a provider flag names, with the freshness flags wired
+in, the providers several are asked of, and the flags as one query."""
 
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ from cli.state import state
 from providers.core.env import ENV_KUBE_CONTEXT
 
 if TYPE_CHECKING:
+    from providers.offers import OpenCatalog
     from providers.query import Query
     from providers.registry import Catalog
 
@@ -76,3 +78,71 @@ def query_of(
         limit=limit,
         available=available,
     )
+
+
+def providers_for(
+    ctx: typer.Context,
+    provider: str | None,
+    refresh: bool,
+    offline: bool,
+    max_age: str | None,
+    context: str | None,
+) -> tuple[list[str], "OpenCatalog"]:
+    """The providers to ask (checked by name), and how each opens its catalog: with the
+    freshness flags, on the thread that asks it, one progress display for them all."""
+    import threading
+
+    from cli import wiring
+    from cli.commands.flags import not_empty
+    from cli.state import state
+    from providers.core.env import ENV_KUBE_CONTEXT
+    from providers.core.errors import UsageError
+
+    not_empty(max_age, "--max-age", "give a duration such as 6h or 2d, or leave --max-age out")
+    not_empty(context, "--context", "give a kubeconfig context, or leave --context out")
+    not_empty(provider, "--provider", "name providers such as aws,gcp, or leave -p out")
+    if context:
+        state(ctx).env_overrides[ENV_KUBE_CONTEXT] = context
+    base = wiring.with_freshness(state(ctx).settings(), refresh, offline, max_age)
+    if provider is None:
+        from providers.offers.configured import configured_providers
+
+        def cached() -> list[str]:
+            from providers.cloud.catalog import open_cache
+
+            cache = open_cache(base)
+            try:
+                return cache.providers()
+            finally:
+                cache.close()
+
+        names = configured_providers(base.env, cached)
+    else:
+        names = provider_names(provider)
+        if not names:
+            raise UsageError("--provider is empty; name one, e.g. --provider aws,gcp")
+        from providers.registry import builtin_provider_names
+
+        # Before any thread starts: an unknown name is the user's error (2), not a failure
+        # among others. Entry points are scanned (~25 ms) only for a name not built in.
+        if set(names) - set(builtin_provider_names()):
+            from providers.core.errors import UnknownNameError
+            from providers.registry import provider_names as known
+
+            listed = known()
+            for name in names:
+                if name not in listed:
+                    raise UnknownNameError("provider", name, listed)
+    lock = threading.Lock()
+    progress = base.progress
+
+    def shared(done: int, total: int | None, what: str) -> None:
+        with lock:
+            progress(done, total, what)
+
+    def open_catalog(name: str) -> "Catalog":
+        settings = wiring.with_freshness(state(ctx).settings(), refresh, offline, max_age)
+        settings.progress = shared
+        return wiring.catalog(name, settings)
+
+    return names, open_catalog

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.test_json_schema import check_each
 from tests.conftest import Run, wait_for
 from tests.drivers.aws.conftest import (  # noqa: F401 (fixtures)
     AL2023,
@@ -144,7 +145,7 @@ def test_no_room_in_a_zone_tries_the_next_zone_then_the_next_region_each_named(
         f"tried aws us-east-1a t3.medium spot: {ICE}",
         f"tried aws us-east-1b t3.medium spot: {ICE}",
     ]
-    made = run.json()
+    [made] = run.json()  # always a list: an offer may launch several
     meta = made["resource"]["metadata"]
     assert (meta["region"], meta["zone"], meta["instance_type"], meta["market"]) == (
         EU, "eu-west-1a", "m5.large", "on-demand",
@@ -273,7 +274,7 @@ def test_an_offer_covered_by_a_reservation_launches_into_it_in_its_zone(
                 "zone": "us-east-1c", "start": None, "end": None}  # fmt: skip
     doc = document(offer(market="onDemand", zones=("us-east-1a", "us-east-1c"),
                          reservation=reserved))  # fmt: skip
-    made = place(cli, doc, "-o", IMAGE, "--json", env=env).json()
+    [made] = place(cli, doc, "-o", IMAGE, "--json", env=env).json()
     (sent,) = aws.requests("RunInstances")
     target = "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"
     assert sent[target] == "cr-0123456789abcdef0"
@@ -295,8 +296,8 @@ def test_a_capacity_block_is_launched_into_from_its_start(
     ]
     assert not aws.requests("RunInstances")
     block["start"] = "2026-01-01T00:00:00Z"
-    made = place(cli, document(offer(market="onDemand", reservation=block)), "-o", IMAGE,
-                 "--json", env=env).json()  # fmt: skip
+    [made] = place(cli, document(offer(market="onDemand", reservation=block)), "-o", IMAGE,
+                   "--json", env=env).json()  # fmt: skip
     (sent,) = aws.requests("RunInstances")
     assert sent["InstanceMarketOptions.MarketType"] == "capacity-block"
     assert sent[
@@ -490,7 +491,7 @@ def test_options_scoped_to_a_driver_go_to_its_offers_only(
     gcp = offer("gcp", region="us-central1")
     run = place(cli, document(gcp, local()), "-o", "process.entry=sleep 60",
                 "-o", "gcp.machine=x", "--cpu", "1", "--ram", "1", "--json")  # fmt: skip
-    assert run.json()["definition"]["options"] == {"entry": "sleep 60"}
+    assert run.json()[0]["definition"]["options"] == {"entry": "sleep 60"}
     run = place(cli, document(local()), "-o", "nodriver.entry=x", code=2)
     assert "-o nodriver.entry: an option for one driver's offers is DRIVER.KEY" in run.stderr
 
@@ -577,7 +578,7 @@ def test_a_pod_given_a_node_is_the_allocation(
     run = place(cli, document(pool_offer(), local()), "-o", "kubernetes.image=trainer:1",
                 "-o", "process.entry=sleep 60", "--json", env=kube)  # fmt: skip
     helper.join(timeout=10)
-    made = run.json()
+    [made] = run.json()
     assert made["driver"] == "kubernetes/default" and made["status"] == "ALLOCATED"
     assert not lines(run, "tried ")
 
@@ -647,7 +648,9 @@ def test_what_shoal_offers_prints_is_what_alloc_offers_reads(
     assert found.exit_code == 0, found.stderr
     assert found.json()["offers"][0]["driver"] == "process"
     run = place(cli, found.stdout, "-o", "entry=sleep 60", "--lifetime", "1m", "--json")
-    made = run.json()
+    # A list of allocation objects whatever the count (an offer may launch several).
+    check_each(run.json(), "allocation")
+    [made] = run.json()
     assert made["driver"] == "process/default" and made["status"] == "ALLOCATED"
     assert (made["cpu"], made["ram"]) == (1, 1)
 
@@ -658,7 +661,7 @@ def test_best_asks_the_same_query_and_launches_its_first_offer(
     run = cli("alloc", "--best", "-p", "local", "--cpu", "1", "--ram", "1", "-o",
               "entry=sleep 60", "--json")  # fmt: skip
     assert run.exit_code == 0, run.stderr
-    assert run.json()["driver"] == "process/default"
+    assert run.json()[0]["driver"] == "process/default"
     # A request no offer fits: "no offer fits now", with why.
     run = cli("alloc", "--best", "-p", "local", "--cpu", "100000", "--ram", "1", "-o",
               "entry=sleep 60")  # fmt: skip
