@@ -206,9 +206,12 @@ def _check(snapshot: AccountSnapshot) -> None:
     """What the fields' types promise, for a payload read back from a file anyone with
     access to the cache could have edited (a cache is never trusted to be ours)."""
     texts = (snapshot.provider, snapshot.region, snapshot.quotas_unknown, *snapshot.sources)
-    for text in (*texts, *snapshot.notes):
+    for text in (*texts, *snapshot.notes, snapshot.zones_unknown, *snapshot.zones_cover):
         if not isinstance(text, str):
             raise TypeError("not a string")
+    for name, zones in (snapshot.type_zones or {}).items():
+        if not isinstance(zones, list) or not all(isinstance(z, str) for z in (name, *zones)):
+            raise TypeError("a type's zones are not a list of names")
     for q in snapshot.quotas:
         _number(q.limit)
         _number(q.used, optional=True)

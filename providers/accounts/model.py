@@ -98,7 +98,14 @@ class AccountSnapshot:
     `quotas_unknown` says why the region's own quotas could not be read (GCP's
     `quotaStatusWarning`), "" when they were: such a region's quotas are unknown (never
     zero, never full: nothing is refused for them), and its answer is asked again at the
-    next call rather than served from the cache as if known."""
+    next call rather than served from the cache as if known.
+
+    `type_zones` maps instance types to the zones of the region that offer them (AWS
+    DescribeInstanceTypeOfferings, GCP machine types per zone; sorted), for the types whose
+    names match a pattern of `zones_cover` (fnmatch: `p*`, `a3-*`): a type that matches and
+    is not listed is offered in no zone of the region. The zones of any other type are not
+    known, and `zones_unknown` says why (a provider that lists its GPU types only, a refused
+    or failed list). None: no list was read (so too a snapshot cached before zones were)."""
 
     provider: str
     region: str
@@ -111,6 +118,9 @@ class AccountSnapshot:
     location: str = ""
     zones: list[str] = field(default_factory=list)
     quotas_unknown: str = ""
+    type_zones: dict[str, list[str]] | None = None
+    zones_cover: list[str] = field(default_factory=list)
+    zones_unknown: str = ""
 
 
 def sound_quotas(quotas: Iterable[Quota]) -> tuple[list[Quota], list[str]]:

@@ -29,6 +29,7 @@ QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS, TYPES = (
     "ListServiceQuotas", "ListAWSDefaultServiceQuotas", "DescribeInstances",
     "DescribeCapacityReservations", "DescribeInstanceTypes",
 )  # fmt: skip
+OFFERINGS = "DescribeInstanceTypeOfferings"
 KEPT_STATES = ("active", "scheduled", "payment-pending")
 MAX_NUMBER = 1e6  # past any count of instances or vCPUs EC2 reports for one item
 
@@ -121,6 +122,23 @@ def shapes(root: Element) -> dict[str, Shape]:
         vcpus = number(item, TYPES, "vCpuInfo", "defaultVCpus")
         shapes[name] = Shape(vcpus, models[0] if models else "", count)
     return shapes
+
+
+def offerings(root: Element, region: str, into: dict[str, set[str]]) -> None:
+    """One DescribeInstanceTypeOfferings page (LocationType availability-zone) folded into
+    instance type -> zones. Each `instanceTypeOfferingSet` item is {instanceType,
+    locationType, location}
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceTypeOffering.html);
+    an item of another location type, or a zone of another region (a server that ignored
+    the request), is left out."""
+    for item in items(root, "instanceTypeOfferingSet"):
+        name, zone = text(item, "instanceType"), text(item, "location")
+        if text(item, "locationType") not in ("", "availability-zone"):
+            continue
+        rest = zone.removeprefix(region)
+        # us-east-1a, or a Local Zone's us-east-1-bos-1a
+        if name and rest != zone and (rest.isalpha() or rest.startswith("-")):
+            into.setdefault(name, set()).add(zone)
 
 
 def reservations(root: Element) -> list[Reservation]:

@@ -21,6 +21,15 @@ Per region, at once (providers/accounts/parallel.py), each call with its own cli
   running instances of its group and market.
 - EC2 `DescribeCapacityReservations`: active, scheduled and payment-pending reservations
   and capacity blocks (`reservationType` capacity-block).
+- EC2 `DescribeInstanceTypeOfferings` with `LocationType=availability-zone`, every page
+  (MaxResults 1000), filtered on `instance-type` to the accelerated families (ZONE_TYPES:
+  `p*`, `g*`, `trn*`, ... wildcards, the GPU families of providers/aws/parse.py by their
+  letters, so a new family of them is in): the zones of the region that offer each GPU
+  type (`type_zones`, for `shoal offers` and the failover over zones). Only those: every
+  type of us-east-1 is some 5,700 (type, zone) pairs, six pages asked one after the
+  other, which every account fetch (each `alloc` after a launch) would wait on; a GPU
+  type's zones are where they differ most. Zones are a help, not the capacity: a refusal
+  or failure of this call leaves them unknown (`zones_unknown` says why), the rest stands.
 
 An API that refuses the request (401/403, AccessDenied, UnauthorizedOperation) leaves its
 part unknown and says which permission would fill it; only when every API of every region
@@ -51,10 +60,12 @@ from providers.aws.account_parse import (
     DEFAULTS,
     INSTANCES,
     KEPT_STATES,
+    OFFERINGS,
     QUOTAS,
     RESERVATIONS,
     TYPES,
     Shape,
+    offerings,
     quota_page,
     reservations,
     running,
@@ -63,6 +74,7 @@ from providers.aws.account_parse import (
 from providers.aws.api import Endpoint, Refused, aws_http, items, text
 from providers.aws.credentials import AwsCredentials, find_credentials
 from providers.aws.families import BY_CODE, family_gpu, quota_gpus, vcpu_quota
+from providers.aws.parse import GPU_FAMILIES
 from providers.config import base_url, setting
 from providers.core.env import (
     ENV_AWS_ACCESS_KEY_ID,
@@ -91,7 +103,18 @@ DEFAULT_QUOTAS_URL = "https://servicequotas.{region}.amazonaws.com"
 QUOTAS_TARGET = "ServiceQuotasV20190624."
 PAGE_SIZE = 1000  # DescribeInstances and DescribeCapacityReservations: at most 1000
 QUOTA_PAGE_SIZE = 100  # ListServiceQuotas: at most 100
+OFFERINGS_PAGE_SIZE = 1000  # DescribeInstanceTypeOfferings: 5 to 1000
 TYPES_PER_CALL = 100
+
+
+def _zone_types() -> tuple[str, ...]:
+    """The GPU families' letters as EC2 wildcards: p5 -> `p*`; gr6's `gr` is in `g*`."""
+    letters = {re.sub(r"[^a-z].*", "", name) for name in GPU_FAMILIES}
+    kept = {a for a in letters if not any(a != b and a.startswith(b) for b in letters)}
+    return tuple(sorted(f"{a}*" for a in kept))
+
+
+ZONE_TYPES = _zone_types()  # the instance types whose zones are asked
 _REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-\d+$")
 MAX_QUOTA = 1e15  # past any real quota, as providers/core/payload.py caps amounts
 CREDENTIALS_HINT = (
@@ -110,6 +133,7 @@ PERMISSION = {
     INSTANCES: "ec2:DescribeInstances",
     RESERVATIONS: "ec2:DescribeCapacityReservations",
     TYPES: "ec2:DescribeInstanceTypes",
+    OFFERINGS: "ec2:DescribeInstanceTypeOfferings",
 }
 UNKNOWN = {
     QUOTAS: "quotas unknown",
@@ -246,11 +270,15 @@ class AwsAccounts:
         states = [_Region(name) for name in dict.fromkeys(regions)]
         apis = (QUOTAS, DEFAULTS, INSTANCES, RESERVATIONS)
         calls = [self._call(state.name, api) for state in states for api in apis]
+        calls += [self._call(state.name, OFFERINGS) for state in states]
         results = run_all(calls)
-        for index, result in enumerate(results):
+        capacity = results[: len(states) * len(apis)]
+        for index, result in enumerate(capacity):
             state, api = states[index // len(apis)], apis[index % len(apis)]
             state.answers[api] = result
-        _raise_if_all_refused(results)
+        for state, result in zip(states, results[len(capacity) :], strict=True):
+            state.answers[OFFERINGS] = result
+        _raise_if_all_refused(capacity)  # zones alone do not make the credentials good
         for state in states:
             _raise_failure(state, apis)
         shapes = run_all([self._call(s.name, TYPES, _types_wanted(s)) for s in states])
@@ -292,6 +320,17 @@ class AwsAccounts:
             params = {"MaxResults": str(self.page_size), "Filter.1.Name": "state"}
             params.update({f"Filter.1.Value.{n}": s for n, s in enumerate(KEPT_STATES, 1)})
             return [r for root in endpoint.query_pages(api, params) for r in reservations(root)]
+        if api == OFFERINGS:
+            params = {
+                "LocationType": "availability-zone",
+                "MaxResults": str(OFFERINGS_PAGE_SIZE),
+                "Filter.1.Name": "instance-type",
+            }
+            params.update({f"Filter.1.Value.{n}": p for n, p in enumerate(ZONE_TYPES, 1)})
+            zones: dict[str, set[str]] = {}
+            for root in endpoint.query_pages(api, params):
+                offerings(root, endpoint.region, zones)
+            return zones
         found: dict[str, Shape] = {}
         for start in range(0, len(types), TYPES_PER_CALL):
             chunk = types[start : start + TYPES_PER_CALL]
@@ -318,6 +357,7 @@ class AwsAccounts:
         state.note_refused(RESERVATIONS)
         state.note_refused(TYPES)
         held = _with_shapes(state.answers[RESERVATIONS], known, fetched_at)
+        type_zones, zones_unknown = _type_zones(state)
         return AccountSnapshot(
             provider=PROVIDER,
             region=region,
@@ -327,6 +367,9 @@ class AwsAccounts:
             reservations=held,
             sources=state.sources,
             notes=state.notes,
+            type_zones=type_zones,
+            zones_cover=list(ZONE_TYPES) if type_zones is not None else [],
+            zones_unknown=zones_unknown,
         )
 
 
@@ -359,6 +402,23 @@ def _raise_failure(state: _Region, apis: Sequence[str]) -> None:
         except TypeError:  # a subclass built from other arguments
             error = ShoalError(message)
         raise error from None
+
+
+def _type_zones(state: _Region) -> tuple[dict[str, list[str]] | None, str]:
+    """(instance type -> the zones that offer it, or None; why they are unknown, or "")."""
+    answer, region = state.answers.get(OFFERINGS), state.name
+    if isinstance(answer, dict):
+        found = {name: sorted(zones) for name, zones in sorted(answer.items())}
+        return found, f"aws lists the zones of its GPU types only ({', '.join(ZONE_TYPES)})"
+    if isinstance(answer, Refused):
+        return None, (
+            f"{OFFERINGS} was refused in {region} ({answer.code}); grant {PERMISSION[OFFERINGS]}"
+        )
+    if isinstance(answer, ShoalError):
+        return None, f"{OFFERINGS} failed in {region}: {str(answer).removeprefix('aws: ')}"
+    if isinstance(answer, BaseException):
+        raise answer  # a bug: its traceback
+    return None, ""
 
 
 def _types_wanted(state: _Region) -> list[str]:

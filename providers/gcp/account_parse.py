@@ -108,6 +108,44 @@ class Reserved:
         return self.found, notes
 
 
+@dataclass
+class TypeZones:
+    """What machineTypes.aggregatedList says of the machine types of `series` (a2, g2...),
+    page by page: region -> machine type -> the zones that offer it, and the zones that did
+    not answer. Entries of other series (a server that ignored the filter) are left out."""
+
+    series: frozenset[str]
+    found: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)
+
+    def page(self, page: Any, where: str) -> str:
+        """Fold a machineTypes.aggregatedList page in (each entry's name; the zone is its
+        scope's); returns its nextPageToken."""
+        from providers.gcp.payloads import MACHINE_TYPES
+
+        read = MACHINE_TYPES.read(page, where)
+        for zone, scoped in _zones(read):
+            region = region_of_zone(zone)
+            for item in scoped.get("machineTypes") or []:
+                name = item.get("name") or ""
+                if name.split("-", 1)[0] in self.series:
+                    self.found.setdefault(region, {}).setdefault(name, set()).add(zone)
+        self.unreachable.update(_last(z) for z in read.get("unreachables") or [])
+        return read.get("nextPageToken") or ""
+
+    def of(self, region: str) -> dict[str, list[str]]:
+        """The region's machine types of the series with the zones that offer them."""
+        return {name: sorted(zones) for name, zones in sorted(self.found.get(region, {}).items())}
+
+    def cover(self, region: str) -> list[str]:
+        """The names the region's list answers for (a type of them not listed is offered in
+        none of its zones): none when a zone of the region did not answer."""
+        return [] if self.missing(region) else [f"{series}-*" for series in sorted(self.series)]
+
+    def missing(self, region: str) -> list[str]:
+        return sorted(z for z in self.unreachable if region_of_zone(z) == region)
+
+
 def _zones(read: payloads.Aggregated[T]) -> Iterator[tuple[str, T]]:
     """(zone, its scope) of an aggregatedList page: `items` keyed `zones/<zone>`; other
     scopes (regions, global) are not read."""

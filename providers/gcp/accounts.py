@@ -19,6 +19,15 @@ or [gcp] project; every list is paged by `nextPageToken`/`pageToken`):
   https://cloud.google.com/compute/docs/reference/rest/v1/futureReservations/aggregatedList
   (procurement states:
   https://cloud.google.com/python/docs/reference/google-cloud-compute-v1beta/latest/google.cloud.compute_v1beta.types.FutureReservationStatus.ProcurementStatus).
+- machineTypes.aggregatedList, filtered to the GPU series (`filter=name eq "(a2|a3|...)-.*"`,
+  the series of the built-in table's types with GPUs; a regular expression that must match
+  the whole name): `items` keyed `zones/<zone>` -> {machineTypes[]}, the zones of each
+  region that offer each GPU machine type (`type_zones`, for `shoal offers`):
+  https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes/aggregatedList
+  Only the GPU series: every machine type of every zone is tens of thousands of entries
+  (pages of at most 500), too much for an answer cached for minutes; a GPU's zones are
+  where they differ most. The other types' zones are unknown (said in `zones_unknown`). A
+  refusal or failure of this list leaves the zones unknown; the rest of the answer stands.
 The requests, their concurrency and what a refusal means are here; reading the pages is
 account_parse.py's. Usage per machine type is not asked, so `usage` stays empty. A refused
 reservations list is a note; a refused regions or project read is a CredentialsError (77).
@@ -26,6 +35,7 @@ reservations list is a note; a refused regions or project read is a CredentialsE
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -36,7 +46,7 @@ from providers.cloud.bearer import BearerApi
 from providers.cloud.http import RetryPolicy
 from providers.config import base_url, setting
 from providers.core.env import ENV_GCP_COMPUTE_URL, ENV_GCP_PROJECT, ENV_GCP_TOKEN
-from providers.core.errors import CredentialsError, one_line, usable_credential
+from providers.core.errors import CredentialsError, ShoalError, one_line, usable_credential
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -44,11 +54,12 @@ from providers.gcp.account_parse import (
     Note,
     RegionQuotas,
     Reserved,
+    TypeZones,
     project_quotas,
     regions_page,
 )
 from providers.gcp.fetch import DEFAULT_COMPUTE_URL, walk
-from providers.gcp.shapes import region_of_zone
+from providers.gcp.shapes import builtin_shapes, region_of_zone
 from providers.regions import check_region
 
 if TYPE_CHECKING:
@@ -124,9 +135,16 @@ class GcpAccounts(BearerApi):
     def _url(self, tail: str) -> str:
         return f"{self.compute_url}/compute/v1/projects/{quote(self.account, safe='')}{tail}"
 
-    def _pages(self, url: str, page: Callable[[Body, str], str], what: str) -> None:
-        """GET `url` and every page after it; `page(body, where)` reads one and returns its
-        nextPageToken. `what` names the list in the error of one past the bounds."""
+    def _pages(
+        self,
+        url: str,
+        page: Callable[[Body, str], str],
+        what: str,
+        params: dict[str, str] | None = None,
+    ) -> None:
+        """GET `url` (with `params`) and every page after it; `page(body, where)` reads one
+        and returns its nextPageToken. `what` names the list in the error of one past the
+        bounds."""
         http = self._http()
         objects = 0
 
@@ -138,7 +156,7 @@ class GcpAccounts(BearerApi):
         try:
             with self._scrubbed():
                 headers = {"Authorization": f"Bearer {self.token}"}
-                walk(http, url, bounded, self.max_pages, headers=headers)
+                walk(http, url, bounded, self.max_pages, params=params, headers=headers)
         finally:
             http.close()
 
@@ -180,6 +198,7 @@ class GcpAccounts(BearerApi):
             self._project_quotas,
             self._reservations,
             self._future,
+            self._type_zones,
         ]
         results = run_all(calls)
         by_region, project = results[0], results[1]
@@ -210,6 +229,7 @@ class GcpAccounts(BearerApi):
             f"Compute Engine API regions.list and projects.get ({base})",
             f"Compute Engine API reservations and futureReservations aggregatedList ({base})",
         ]
+        zones_of, zones_unknown = _zones_read(results[4])
         snapshots = []
         for name in asked:
             region = by_region[name]
@@ -227,9 +247,21 @@ class GcpAccounts(BearerApi):
                     notes=[one_line(n, [self.token]) for n in said],
                     zones=list(region.zones),
                     quotas_unknown=one_line(region.unknown, [self.token]),
+                    type_zones=zones_of.of(name) if zones_of is not None else None,
+                    zones_cover=zones_of.cover(name) if zones_of is not None else [],
+                    zones_unknown=one_line(
+                        _unknown_in(name, zones_of, zones_unknown), [self.token]
+                    ),
                 )
             )
         return snapshots
+
+    def _type_zones(self) -> TypeZones:
+        series = gpu_series()
+        found = TypeZones(frozenset(series))
+        params = {"filter": f'name eq "({"|".join(series)})-.*"', "maxResults": "500"}
+        self._pages(self._url("/aggregated/machineTypes"), found.page, "machine types", params)
+        return found
 
     def _project_quotas(self) -> list[Quota]:
         http = self._http()
@@ -256,3 +288,30 @@ class GcpAccounts(BearerApi):
             self._url("/aggregated/futureReservations"), reserved.future_page, "future reservations"
         )
         return reserved.result()
+
+
+@functools.cache
+def gpu_series() -> tuple[str, ...]:
+    """The series of the built-in table's machine types with GPUs (a2, a3, a4, g2, g4)."""
+    return tuple(sorted({shape.family for shape in builtin_shapes() if shape.gpu_count}))
+
+
+def _zones_read(result: object) -> tuple[TypeZones | None, str]:
+    """The machine types' zones, or None and why they are unknown."""
+    if isinstance(result, TypeZones):
+        series = ", ".join(gpu_series())
+        return result, f"gcp lists the zones of its GPU machine types only ({series})"
+    if isinstance(result, CredentialsError):
+        return None, "the machine types list was refused; grant compute.machineTypes.list"
+    if isinstance(result, ShoalError):
+        return None, f"the machine types list failed: {str(result).removeprefix('gcp: ')}"
+    if isinstance(result, BaseException):
+        raise result  # a bug: its traceback
+    return None, ""
+
+
+def _unknown_in(region: str, found: TypeZones | None, why: str) -> str:
+    missing = found.missing(region) if found is not None else []
+    if missing:
+        return f"{why}; zones that did not answer: {', '.join(missing)}"
+    return why

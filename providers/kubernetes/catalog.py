@@ -269,10 +269,14 @@ class KubernetesCatalog:
             pricing.notes.append(overcommit_message(summary.overcommitted))
         return [pricing]
 
-    def pool_capacity(self, opts: ResourceListOptions) -> tuple[Resource, ResourcePricing]:
+    def pool_capacity(
+        self, opts: ResourceListOptions
+    ) -> tuple[Resource, ResourcePricing, dict[str, str]]:
         """`resources` and `pricing` from one listing of the cluster: the pools down to each
-        node with what it has free, and each node type's shape and cached cloud price
-        (`shoal offers` places requests on the nodes with both)."""
+        node with what it has free, each node type's shape and cached cloud price, and each
+        node's zone (its `topology.kubernetes.io/zone` label; `shoal offers` places requests
+        on the nodes with all three)."""
+        from providers.kubernetes.nodes import meta_name, node_zone
         from providers.kubernetes.pricing import price_pools
 
         nodes, summary = self._summary(opts, whole=True)
@@ -280,7 +284,8 @@ class KubernetesCatalog:
         context = summary.resource.region.name if summary.resource.region else ""
         pricing.region = summary.resource.region or pricing.region
         pricing.shapes = {spec.name: spec for spec in self._type_specs(nodes, context)}
-        return summary.resource, pricing
+        zones = {meta_name(node): node_zone(node) for node in nodes}
+        return summary.resource, pricing, zones
 
     def list_pricing_predictions(self, opts: ResourceListOptions) -> dict[str, ResourcePricing]:
         raise UsageError(

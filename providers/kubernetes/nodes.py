@@ -54,6 +54,9 @@ from typing import Any
 from providers.kubernetes.quantity import milli
 
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+# A node's zone: the well-known label, then the one it replaced (still set by older clusters).
+# https://kubernetes.io/docs/reference/labels-annotations-taints/#topologykubernetesiozone
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 UNKNOWN = "unknown"
 
 
@@ -164,6 +167,13 @@ def _first_label(labels: Mapping[str, str], keys: Iterable[str]) -> tuple[str, s
         if value is not None:
             return key, value
     return None
+
+
+def node_zone(obj: Mapping[str, Any]) -> str:
+    """The zone a node's labels name ("" when none does)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    found = _first_label(labels, ZONE_LABELS)
+    return found[1] if found and isinstance(found[1], str) else ""
 
 
 def _node(obj: Mapping[str, Any], rules: PoolRules, chain: tuple[str, ...]) -> Node:

@@ -7,6 +7,13 @@ due downloaded at once, `CloudCatalog.prefetch`), quotas from the account's capa
 (`quota_inputs`, fetched meanwhile). Without credentials, or when the account's answer
 failed, quotas are unknown: `fitsNow` is null and the offer's notes say why. A region whose
 prices failed is a failure of its own; the others still answer.
+
+`zones` are the zones of the region that offer the type, from the account's answer too
+(`AccountSnapshot.type_zones`: AWS DescribeInstanceTypeOfferings and GCP machine types per
+zone, both for their GPU types); a type the list covers and leaves out is offered in no
+zone of the region, and rejected (`not-offered`). Where zones are not known (no
+credentials, a refused or failed call, a type the list does not cover) `zones` is [] and
+the offer's notes say why; a covering reservation's zone is where its instances are held.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from providers.core.errors import ShoalError
+from providers.core.errors import CredentialsError, ShoalError
 from providers.models import InstanceTypeSpec, RegionSpec, ResourceListOptions, ResourcePricing
 from providers.offers.judge import Verdicts, candidate, priced, settle
 from providers.offers.model import DRIVERS, Binding, Failure, Offer, ReservationRef
@@ -55,10 +62,16 @@ def cloud_offers(
     pending = catalog.prefetch(regions)
     quotas: Quotas = {}
     why = "not among the regions the account can use"
+    zones_why = f"zones unknown: {why}"
     try:
         got = catalog.quota_inputs(regions)
     except ShoalError as exc:
         why = str(exc)
+        zones_why = (
+            "zones unknown without credentials"
+            if isinstance(exc, CredentialsError)
+            else f"zones unknown: {why}"
+        )
         verdicts.note(f"{provider}: quotas unknown, fitsNow is null ({why})")
     else:
         quotas = {snapshot.region: (snapshot, stale, qmap) for snapshot, stale, qmap in got}
@@ -76,7 +89,7 @@ def cloud_offers(
             failed.append((region, exc))
             continue
         for pricing in pricings:
-            _region(verdicts, provider, pricing, quotas.get(region), why, now)
+            _region(verdicts, provider, pricing, quotas.get(region), (why, zones_why), now)
     if failed and len(failed) == len(regions):
         first, *others = [error for _, error in failed]
         first.earlier = tuple(_said(provider, error) for error in others)
@@ -93,10 +106,11 @@ def priced_offers(
     from providers.query import chosen_regions
 
     why = f"{provider} has no account capacity"
+    whys = (why, f"zones unknown: {why}")
     for spec in chosen_regions(catalog, asked):
         opts = ResourceListOptions(region=spec or RegionSpec())
         for pricing in catalog.list_pricing(opts):
-            _region(verdicts, provider, pricing, None, why, utcnow())
+            _region(verdicts, provider, pricing, None, whys, utcnow())
 
 
 def _said(provider: str, exc: ShoalError) -> str:
@@ -109,9 +123,10 @@ def _region(
     provider: str,
     pricing: ResourcePricing,
     quota: tuple[AccountSnapshot, bool, QuotaMap] | None,
-    why: str,
+    whys: tuple[str, str],
     now: datetime,
 ) -> None:
+    """`whys`: why quotas, and zones, are unknown when `quota` is None."""
     request = verdicts.request
     region = pricing.region
     seen = False
@@ -143,7 +158,13 @@ def _region(
                 not_offered = f"not offered as spot in {region.name} (no spot price)"
             if not priced(verdicts, offer, not_offered=not_offered):
                 continue
-            _fit(offer, quota, why, now)
+            if not _zones(offer, quota, whys[1]):
+                verdicts.reject(
+                    provider, region, name, market, "not-offered",
+                    f"no zone of {region.name} offers it (the account's list of zones per type)",
+                )  # fmt: skip
+                continue
+            _fit(offer, quota, whys[0], now)
             settle(verdicts, offer, limit="quota")
     if not seen and request.wants_gpus:
         what = request.gpu or "GPU"
@@ -157,6 +178,31 @@ def _gpu_type(model: str, spec: InstanceTypeSpec) -> bool:
     if not spec.gpu_count:
         return False
     return not model or gpu_names.model(spec.gpu).lower() == model.lower()
+
+
+def _zones(
+    offer: Offer, quota: tuple[AccountSnapshot, bool, QuotaMap] | None, why: str
+) -> bool:
+    """Set the zones of the region that offer the offer's type; False when the account's
+    list of zones per type covers the type and has it in none. Unknown: [] and a note."""
+    from fnmatch import fnmatchcase
+
+    if quota is None:
+        offer.notes.append(why)
+        return True
+    snapshot = quota[0]
+    listed = snapshot.type_zones
+    if listed is not None and offer.instance_type in listed:
+        offer.zones = list(listed[offer.instance_type])
+        return bool(offer.zones)
+    name = offer.instance_type
+    if listed is not None and any(fnmatchcase(name, p) for p in snapshot.zones_cover):
+        return False
+    said = snapshot.zones_unknown or (
+        f"{snapshot.provider}'s account answer has no zones per type (--refresh asks again)"
+    )
+    offer.notes.append(f"zones unknown: {said}")
+    return True
 
 
 def _fit(
@@ -201,7 +247,8 @@ def _fit(
     offer.reservation = ReservationRef(
         held.id, held.kind, held.available, held.zone, held.start, held.end
     )
-    offer.zones = [held.zone] if held.zone else []
+    if held.zone:
+        offer.zones = [held.zone]  # where the reservation holds its instances
     if offer.fits_now is None:
         offer.fits_now = held.available if held.available >= offer.instances else None
     else:

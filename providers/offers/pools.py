@@ -9,6 +9,7 @@ else the part asked), `--cpu` vCPUs and `--ram` GiB; it fits where a node has al
 free, and `fitsNow` sums that over the nodes. A pod's price is its share of its node's
 price (the largest of its GPUs', vCPUs' and GiB's fractions of the node); a node type
 without a cached price leaves it null, and the offer stays (the cluster is already there).
+Its `zones` are those of the group's nodes (their `topology.kubernetes.io/zone` label).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class Pools(Protocol):
 
     def list_regions(self) -> list[RegionSpec]: ...
 
-    def pool_capacity(self, opts: ResourceListOptions) -> tuple[Resource, ResourcePricing]: ...
+    def pool_capacity(
+        self, opts: ResourceListOptions
+    ) -> tuple[Resource, ResourcePricing, dict[str, str]]: ...
 
 
 @dataclass
@@ -80,7 +83,7 @@ def pool_offers(catalog: Pools, asked: Sequence[str], verdicts: Verdicts) -> Non
     for context in contexts:
         opts = ResourceListOptions(region=RegionSpec(name=context or ""))
         try:
-            resource, pricing = catalog.pool_capacity(opts)
+            resource, pricing, zones = catalog.pool_capacity(opts)
         except ShoalError as exc:  # one cluster of several: the others still answer
             if len(contexts) == 1:
                 raise
@@ -92,7 +95,7 @@ def pool_offers(catalog: Pools, asked: Sequence[str], verdicts: Verdicts) -> Non
         seen = False
         for pool in resource.overview:
             for group in _groups(pool):
-                seen = _offer(verdicts, region, group, pricing, now) or seen
+                seen = _offer(verdicts, region, group, pricing, zones, now) or seen
         if not seen and verdicts.request.wants_gpus:
             what = verdicts.request.gpu or "GPU"
             verdicts.reject(PROVIDER, region, "", None, "not-offered", f"no node with a {what}")
@@ -154,6 +157,7 @@ def _offer(
     region: RegionSpec,
     group: _Group,
     pricing: ResourcePricing,
+    zones: dict[str, str],
     now: datetime,
 ) -> bool:
     """Whether the group's nodes have the GPU asked (the context offers it), after making
@@ -208,7 +212,12 @@ def _offer(
         pool=PoolRef(group.key, group.value, len(group.nodes), sum(1 for n in per_node if n)),
         as_of=now,
         gpus_each=sized.gpus,
+        zones=sorted({zones[n.name] for n in group.nodes if zones.get(n.name)}),
     )
+    if not offer.zones:
+        offer.notes.append(
+            "zones unknown: no node of the pool has a topology.kubernetes.io/zone label"
+        )
     if node_price is None:
         offer.notes.append(
             f"no cached cloud price for {group.instance_type} (`shoal pricing -p kubernetes` "

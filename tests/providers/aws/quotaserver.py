@@ -11,12 +11,16 @@ repeats, and a malformed body. Actions it does not serve go to `upstream` (moto)
 
 Formats: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html,
 API_DescribeInstanceTypes.html, API_DescribeCapacityReservations.html, API_DescribeRegions.html,
+API_DescribeInstanceTypeOfferings.html (`offered`: type -> zones, by availability zone; not served
+when None, the default),
 https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -67,6 +71,8 @@ class Region:
     defaults: list[dict[str, Any]] = field(default_factory=list)
     instances: list[Instance] = field(default_factory=list)
     capacity: list[Capacity] = field(default_factory=list)
+    # DescribeInstanceTypeOfferings: type -> the zones offering it (None: not served)
+    offered: dict[str, list[str]] | None = None
 
 
 def quota(code: str, value: float, name: str = "", *, glob: bool = False) -> dict[str, Any]:
@@ -82,6 +88,9 @@ def quota(code: str, value: float, name: str = "", *, glob: bool = False) -> dic
         "Adjustable": True,
         "GlobalQuota": glob,
     }
+
+
+_MOTO_OFFERINGS: dict[tuple[str, str], str] = {}  # (moto's URL, region) -> its answer
 
 
 class AwsServer(ApiServer):
@@ -127,6 +136,10 @@ class AwsServer(ApiServer):
         fault = self._fault(region, action, params, headers, "GET", b"", json_api=False)
         if fault is not None:
             return fault
+        if action == "DescribeInstanceTypeOfferings" and (
+            params.get("LocationType") == "availability-zone"
+        ):
+            return self._offerings(region, params, headers)
         if action not in SERVED or (self.upstream and action != "DescribeCapacityReservations"):
             return self._forward(params, headers)
         if action == "DescribeRegions":
@@ -142,16 +155,49 @@ class AwsServer(ApiServer):
                 action,
                 f"<instanceTypeSet>{''.join(self._type(t) for t in asked)}</instanceTypeSet>",
             )
+        return self._listed(region, action, params)
+
+    def _listed(self, region: str, action: str, params: dict[str, str]) -> Reply:
+        """A list of the region's, paged `page` rows at a time."""
         data = self.region(region)
         if action == "DescribeInstances":
             rows = [_instance(n, i) for n, i in enumerate(data.instances)]
             wrap = "reservationSet"
+        elif action == "DescribeInstanceTypeOfferings":
+            rows = [_offering(t, z) for t, zones in (data.offered or {}).items() for z in zones]
+            rows = [r for r in rows if _kept(r, params)]
+            wrap = "instanceTypeOfferingSet"
         else:
             rows = [_capacity(c) for c in data.capacity]
             wrap = "capacityReservationSet"
         start, token = self._page(region, action, params.get("NextToken", ""), len(rows))
         body = f"<{wrap}>{''.join(rows[start : start + self.page])}</{wrap}>"
         return _xml(action, body + (f"<nextToken>{token}</nextToken>" if token else ""))
+
+    def _offerings(self, region: str, params: dict[str, str], headers: dict[str, str]) -> Reply:
+        """DescribeInstanceTypeOfferings: `offered`, paged; or moto's (one page), with the
+        `instance-type` filter's wildcards applied here, as EC2 does (moto matches a filter
+        value only as a whole name). Other location types go to moto as they are."""
+        if self.upstream:
+            # moto's offerings are its static data files: asked once a session per region
+            # (moto takes a fifth of a second to write them all, every time).
+            key = (self.upstream, region)
+            body = _MOTO_OFFERINGS.get(key, "")
+            if not body:
+                plain = {k: v for k, v in params.items() if not k.startswith("Filter.")}
+                reply = self._forward(plain, headers)
+                if reply.status != 200:
+                    return reply
+                body = _MOTO_OFFERINGS[key] = reply.body.decode()
+            rows = re.findall(r"<item>.*?</item>", body, flags=re.S)
+            kept = "".join(r for r in rows if _kept(r, params))
+            inner = re.sub(r"<instanceTypeOfferingSet>.*</instanceTypeOfferingSet>",
+                           lambda _: f"<instanceTypeOfferingSet>{kept}</instanceTypeOfferingSet>",
+                           body, flags=re.S)  # fmt: skip
+            return Reply(200, inner.encode(), {"Content-Type": "text/xml"})
+        if self.region(region).offered is None:
+            return _ec2_error(400, "InvalidAction", "not served here")
+        return self._listed(region, "DescribeInstanceTypeOfferings", params)
 
     def _type(self, name: str) -> str:
         if name not in self.types:
@@ -355,6 +401,23 @@ def _instance(number: int, spec: Instance) -> str:
         f"</placement>{lifecycle}{cpu}<launchTime>2025-01-01T00:00:00.000Z</launchTime>"
         "</item></instancesSet></item>"
     )
+
+
+def _offering(instance_type: str, zone: str) -> str:
+    return (
+        f"<item><instanceType>{instance_type}</instanceType>"
+        f"<locationType>availability-zone</locationType><location>{zone}</location></item>"
+    )
+
+
+def _kept(row: str, params: dict[str, str]) -> bool:
+    """Whether an offering's row passes the request's `instance-type` filter (EC2's
+    wildcards: `*` any characters, `?` one)."""
+    if params.get("Filter.1.Name") != "instance-type":
+        return True
+    wanted = [v for k, v in params.items() if k.startswith("Filter.1.Value.")]
+    found = re.search(r"<instanceType>([^<]*)</instanceType>", row)
+    return found is not None and any(fnmatch.fnmatchcase(found.group(1), w) for w in wanted)
 
 
 def _capacity(spec: Capacity) -> str:

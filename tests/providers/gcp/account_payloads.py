@@ -13,17 +13,28 @@ Formats from the Compute Engine v1 reference:
 - futureReservations.aggregatedList (`specificSkuProperties.totalCount` int64 string,
   `timeWindow` {startTime, endTime | duration}, `status` {procurementStatus,
   fulfilledCount}): https://cloud.google.com/compute/docs/reference/rest/v1/futureReservations
+- machineTypes.aggregatedList (`items` keyed `zones/<zone>` -> {machineTypes[]} or
+  {warning}; `filter` a regular expression the whole field must match, `name eq "..."`):
+  https://cloud.google.com/compute/docs/reference/rest/v1/machineTypes/aggregatedList
 - Errors: `{"error": {"code", "message", "status"}}` (payloads.error).
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.providers.apiserver import ApiServer, Reply
-from tests.providers.gcp.payloads import PROJECT, REGIONS_PATH, TOKEN, error
+from tests.providers.gcp.payloads import (
+    MACHINE_TYPES_PATH,
+    PROJECT,
+    REGIONS_PATH,
+    TOKEN,
+    error,
+    machine_type,
+)
 
 PROJECT_PATH = f"/compute/v1/projects/{PROJECT}"
 RESERVATIONS_PATH = f"{PROJECT_PATH}/aggregated/reservations"
@@ -284,6 +295,9 @@ class ProjectApi:
     reservations: list[dict[str, Any]] = field(default_factory=reservation_pages)
     futures: list[dict[str, Any]] = field(default_factory=future_pages)
     refused: set[str] = field(default_factory=set)
+    # machineTypes.aggregatedList pages (None: not served here); `filter` is applied.
+    machine_types: list[dict[str, Any]] | None = None
+    filters: list[str] = field(default_factory=list)  # the `filter` each list call sent
 
     def serve(self, server: ApiServer) -> None:
         chunks = [
@@ -297,6 +311,8 @@ class ProjectApi:
         server.route(PROJECT_PATH, self.pager(PROJECT_PATH, [self.project]))
         server.route(RESERVATIONS_PATH, self.pager(RESERVATIONS_PATH, self.reservations))
         server.route(FUTURE_PATH, self.pager(FUTURE_PATH, self.futures))
+        if self.machine_types is not None:
+            server.route(MACHINE_TYPES_PATH, self.pager(MACHINE_TYPES_PATH, self.machine_types))
 
     def pager(self, path: str, pages: list[dict[str, Any]]) -> Any:
         def handle(query: dict[str, list[str]], headers: dict[str, str]) -> Reply:
@@ -316,8 +332,69 @@ class ProjectApi:
             token = query.get("pageToken", [""])[0]
             index = int(token.removeprefix("page-")) if token else 0
             page = dict(pages[index])
+            if "filter" in query:
+                self.filters.append(query["filter"][0])
+                page = _filtered(page, query["filter"][0])
             if index + 1 < len(pages):
                 page["nextPageToken"] = f"page-{index + 1}"
             return Reply.json(page)
 
         return handle
+
+
+def gpu_machine_type_pages() -> list[dict[str, Any]]:
+    """machineTypes.aggregatedList in two pages: us-central1's a3-highgpu-8g in zones a and c,
+    g2-standard-8 in b, an N2 beside them (a filter leaves it out), europe-west4's
+    a3-highgpu-8g in b, a zone without machine types, and us-east1-d that did not answer."""
+
+    def a3(zone: str) -> dict[str, Any]:
+        return machine_type("a3-highgpu-8g", 208, 1872 * 1024, zone, "nvidia-h100-80gb", 8)
+
+    empty = "zones/europe-west4-c"
+    return [
+        {
+            "kind": "compute#machineTypeAggregatedList",
+            "id": f"projects/{PROJECT}/aggregated/machineTypes",
+            "items": {
+                "zones/us-central1-a": {
+                    "machineTypes": [
+                        a3("us-central1-a"),
+                        machine_type("n2-standard-4", 4, 16384, "us-central1-a"),
+                    ]
+                },
+                "zones/us-central1-b": {
+                    "machineTypes": [
+                        machine_type("g2-standard-8", 8, 32768, "us-central1-b", "nvidia-l4", 1),
+                    ]
+                },
+            },
+        },
+        {
+            "kind": "compute#machineTypeAggregatedList",
+            "items": {
+                "zones/us-central1-c": {"machineTypes": [a3("us-central1-c")]},
+                "zones/europe-west4-b": {"machineTypes": [a3("europe-west4-b")]},
+                empty: {
+                    "warning": {
+                        "code": "NO_RESULTS_ON_PAGE",
+                        "message": f"There are no results for scope '{empty}' on this page.",
+                        "data": [{"key": "scope", "value": empty}],
+                    }
+                },
+            },
+            "unreachables": ["zones/us-east1-d"],
+        },
+    ]
+
+
+def _filtered(page: dict[str, Any], expression: str) -> dict[str, Any]:
+    """`page` with the machine types a `name eq "REGEX"` filter keeps (the whole name must
+    match, as Compute Engine's regular-expression filters do)."""
+    found = re.fullmatch(r'name eq "(.+)"', expression)
+    assert found, f"unexpected filter {expression!r}"
+    pattern = re.compile(found.group(1))
+    items = {}
+    for scope, scoped in (page.get("items") or {}).items():
+        kept = [m for m in scoped.get("machineTypes") or [] if pattern.fullmatch(m["name"])]
+        items[scope] = {**scoped, "machineTypes": kept} if "machineTypes" in scoped else scoped
+    return {**page, "items": items}

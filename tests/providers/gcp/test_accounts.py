@@ -20,11 +20,11 @@ from providers.gcp.accounts import GcpAccounts
 from providers.gcp.quota_map import GcpQuotaMap, classify, cpu_metric, gpu_metric
 from tests.providers.apiserver import ApiServer, Reply
 from tests.providers.gcp import account_payloads as g
-from tests.providers.gcp.payloads import PROJECT, REGIONS_PATH, TOKEN
+from tests.providers.gcp.payloads import MACHINE_TYPES_PATH, PROJECT, REGIONS_PATH, TOKEN
 
 FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=5.0)
 ENV = {ENV_GCP_TOKEN: TOKEN, ENV_GCP_PROJECT: PROJECT}
-ALL = [REGIONS_PATH, g.PROJECT_PATH, g.RESERVATIONS_PATH, g.FUTURE_PATH]
+ALL = [REGIONS_PATH, g.PROJECT_PATH, g.RESERVATIONS_PATH, g.FUTURE_PATH, MACHINE_TYPES_PATH]
 NOW = datetime(2026, 9, 1, tzinfo=UTC)
 
 
@@ -520,3 +520,45 @@ def test_needs_follow_a_region_s_quotas() -> None:
         Need("NVIDIA_L4_GPUS", 1),  # no preemptible L4 quota in the region
         Need("GPUS_ALL_REGIONS", 1),
     ]
+
+
+# -- zones per machine type ---------------------------------------------------------------------
+
+
+def test_the_zones_of_each_gpu_machine_type_come_with_the_region(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    project = serve(api, machine_types=g.gpu_machine_type_pages())
+    fetcher = accounts(tmp_path, api)
+    central, west, east = fetcher.fetch(["us-central1", "europe-west4", "us-east1"])
+    # One list for every region, filtered to the GPU series; both pages read.
+    assert project.filters == ['name eq "(a2|a3|a4|g2|g4)-.*"'] * 2
+    assert central.type_zones == {
+        "a3-highgpu-8g": ["us-central1-a", "us-central1-c"],
+        "g2-standard-8": ["us-central1-b"],
+    }
+    assert west.type_zones == {"a3-highgpu-8g": ["europe-west4-b"]}
+    # The list answers for the GPU series: a type of them not listed (g2 in europe-west4)
+    # is offered in none of the region's zones...
+    series = ["a2-*", "a3-*", "a4-*", "g2-*", "g4-*"]
+    assert central.zones_cover == series and west.zones_cover == series
+    # ... unless a zone of the region did not answer: then not listed is not known.
+    assert east.type_zones == {} and east.zones_cover == []
+    assert "zones that did not answer: us-east1-d" in east.zones_unknown
+    # Other series' zones are not read: unknown, and said so.
+    assert central.zones_unknown == (
+        "gcp lists the zones of its GPU machine types only (a2, a3, a4, g2, g4)"
+    )
+
+
+def test_a_refused_machine_type_list_leaves_the_zones_unknown_and_the_rest_stands(
+    tmp_path: Path, api: ApiServer
+) -> None:
+    serve(api, machine_types=g.gpu_machine_type_pages(), refused={MACHINE_TYPES_PATH})
+    [central] = accounts(tmp_path, api).fetch(["us-central1"])
+    assert central.type_zones is None
+    assert central.zones_unknown == (
+        "the machine types list was refused; grant compute.machineTypes.list"
+    )
+    assert central.quotas and central.reservations  # the capacity is all there
+    assert TOKEN not in central.zones_unknown
