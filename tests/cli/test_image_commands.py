@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import spawn, wait_for
+from tests.conftest import shoal_argv, shoal_env, spawn, wait_for
 from tests.drivers.image import archives as A
 from tests.drivers.image.server import ImageServer, checksum_headers
 
@@ -564,6 +564,43 @@ def bomb_512m() -> bytes:
     return A.gzip_bomb(512 * MIB)
 
 
+# A process's ru_maxrss counts the memory of the process it was forked from until it execs:
+# forked from pytest (hundreds of MiB late in a long run) any child "peaks" at pytest's size.
+# This launcher, small itself, forks the shoal process and reports that child's own peak.
+_PEAK_LAUNCHER = """
+import os, sys
+report, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as out:
+    out.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def pull_measured(
+    home: Path, procs: list[subprocess.Popen[str]], tmp: Path, *args: str
+) -> tuple[int, str, int]:
+    """`shoal ARGS` run through the launcher: its exit code, stderr and peak RSS in KiB."""
+    import sys
+
+    report = tmp / "peak-rss"
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-c", _PEAK_LAUNCHER, str(report), *shoal_argv(*args)],
+        env=shoal_env(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    procs.append(proc)
+    _, stderr = proc.communicate(timeout=300)
+    return proc.returncode, stderr, int(report.read_text())
+
+
 def test_gzip_bomb_refused_in_bounded_memory(
     home: Path,
     http_server: ImageServer,
@@ -574,15 +611,10 @@ def test_gzip_bomb_refused_in_bounded_memory(
 ) -> None:
     write_config(FAST + "max_unpacked_gib = 0.001\n")
     url = http_server.add("/bomb-1.0.tar.gz", bomb_512m)
-    proc = spawn(home, procs, "image", "pull", url, "--out", str(out))
-    # wait4 gives this one child's rusage (RUSAGE_CHILDREN would mix in earlier children).
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.stderr is not None
-    stderr = proc.stderr.read()
-    assert proc.returncode == 1, stderr
+    code, stderr, peak = pull_measured(home, procs, home, "image", "pull", url, "--out", str(out))
+    assert code == 1, stderr
     assert "unsafe archive" in stderr and "bomb" in stderr
-    assert usage.ru_maxrss < 150 * 1024, f"peak RSS {usage.ru_maxrss} KiB"
+    assert peak < 150 * 1024, f"peak RSS {peak} KiB"
     assert leftovers(out) == []
 
 
@@ -595,15 +627,11 @@ def test_big_unpack_streams_in_bounded_memory(
 ) -> None:
     """Under the default cap the same 512 MiB is unpacked: flat memory, not a buffer."""
     url = http_server.add("/zeros-1.0.tar.gz", bomb_512m)
-    proc = spawn(home, procs, "image", "pull", url, "--out", str(out))
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.stderr is not None
-    stderr = proc.stderr.read()
+    code, stderr, peak = pull_measured(home, procs, home, "image", "pull", url, "--out", str(out))
     try:
-        assert proc.returncode == 0, stderr
+        assert code == 0, stderr
         assert (out / "zeros-1.0/zeros").stat().st_size == 512 * MIB
-        assert usage.ru_maxrss < 150 * 1024, f"peak RSS {usage.ru_maxrss} KiB"
+        assert peak < 150 * 1024, f"peak RSS {peak} KiB"
     finally:
         shutil.rmtree(out, ignore_errors=True)  # do not keep 512 MiB in pytest's tmp
 
@@ -623,14 +651,10 @@ def test_trailing_bomb_refused_in_bounded_memory(
     parts = [compressor.compress(A.make_tar([A.File("tiny", b"tiny\n")]))]
     parts += [compressor.compress(bytes(MIB)) for _ in range(256)]
     url = http_server.add("/bomb-1.0.tar.gz", b"".join(parts) + compressor.flush())
-    proc = spawn(home, procs, "image", "pull", url, "--out", str(out))
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.stderr is not None
-    stderr = proc.stderr.read()
-    assert proc.returncode == 1, stderr
+    code, stderr, peak = pull_measured(home, procs, home, "image", "pull", url, "--out", str(out))
+    assert code == 1, stderr
     assert "unsafe archive" in stderr
-    assert usage.ru_maxrss < 150 * 1024, f"peak RSS {usage.ru_maxrss} KiB"
+    assert peak < 150 * 1024, f"peak RSS {peak} KiB"
     assert leftovers(out) == []
 
 
