@@ -61,6 +61,7 @@ def cli(home: Path) -> Callable[..., Run]:
             "SHOAL_DRIVER": None,
             "SHOAL_CONFIG": None,
             **aws_isolation(home),
+            **gcp_isolation(home),
         }
         full_env.update(env or {})
         result = runner.invoke(app, list(args), input=input, env=full_env, catch_exceptions=False)
@@ -109,13 +110,34 @@ def aws_isolation(home: Path) -> dict[str, str | None]:
     }
 
 
+def gcp_isolation(home: Path) -> dict[str, str | None]:
+    """No GCP credentials or project from the machine running the tests: the CLI reads
+    gcloud's files and the metadata server as Google's tools do (providers/gcp/credentials.py)."""
+    return {
+        "CLOUDSDK_CONFIG": str(home / "no-gcloud"),
+        "NO_GCE_CHECK": "true",
+        **dict.fromkeys(
+            (
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "GOOGLE_CLOUD_PROJECT",
+                "CLOUDSDK_CORE_PROJECT",
+                "CLOUDSDK_ACTIVE_CONFIG_NAME",
+                "GCE_METADATA_HOST",
+            )
+        ),
+    }
+
+
 def shoal_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli", *args]
 
 
 def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOAL_", "AWS_"))}
-    env.update({k: v for k, v in aws_isolation(home).items() if v is not None})
+    isolation = {**aws_isolation(home), **gcp_isolation(home)}
+    for name in [k for k, v in isolation.items() if v is None]:
+        env.pop(name, None)
+    env.update({k: v for k, v in isolation.items() if v is not None})
     env.update(
         {
             "SHOAL_HOME": str(home),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.core.errors import ShoalError, one_line
@@ -25,19 +25,32 @@ from providers.core.errors import ShoalError, one_line
 if TYPE_CHECKING:
     import httpx
 
-    from providers.core.http.client import Body
+    from providers.core.http.client import Body, HttpClient
 
 MAX_PAGE_OBJECTS = 50_000
 MAX_LIST_OBJECTS = 100_000
 MAX_ANSWER_BYTES = 16 << 20
 
 
+class TokenSource(Protocol):
+    """Tokens that expire and are renewed (GCP's Application Default Credentials,
+    providers/gcp/credentials.py): `token()` a current one, `wire(http)` makes a client send
+    it and renew it after a 401."""
+
+    def token(self) -> str: ...
+
+    def wire(self, http: HttpClient) -> None: ...
+
+
 class BearerApi:
     """`provider` names the cloud in errors; `auth_hint` says how to fix a refused token.
-    `account` is what the cache keys answers by (a subscription, a project: never a secret)."""
+    `account` is what the cache keys answers by (a subscription, a project: never a secret).
+    With `tokens` set, the token is theirs: asked for at its first use (not when the fetcher
+    is made, which a cached answer needs too) and renewed on a 401."""
 
     provider: str
     auth_hint: str
+    tokens: TokenSource | None = None
 
     def __init__(
         self,
@@ -48,11 +61,15 @@ class BearerApi:
         transport: httpx.BaseTransport | None = None,
         max_pages: int,
     ) -> None:
-        self.token = token
+        self._token = token
         self.account = account
         self.policy = policy
         self.transport = transport
         self.max_pages = max_pages
+
+    @property
+    def token(self) -> str:
+        return self.tokens.token() if self.tokens is not None else self._token
 
     def _http(self) -> CloudHttp:
         http = CloudHttp(
@@ -63,6 +80,8 @@ class BearerApi:
             transport=self.transport,
         )
         http.max_bytes = MAX_ANSWER_BYTES
+        if self.tokens is not None:
+            self.tokens.wire(http)
         return http
 
     @staticmethod

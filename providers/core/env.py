@@ -32,6 +32,18 @@ ENV_GCP_COMPUTE_URL = "SHOAL_GCP_COMPUTE_URL"  # default https://compute.googlea
 ENV_GCP_API_KEY = "SHOAL_GCP_API_KEY"  # Cloud Billing Catalog API key
 ENV_GCP_TOKEN = "SHOAL_GCP_TOKEN"  # OAuth bearer token for the Compute Engine API
 ENV_GCP_PROJECT = "SHOAL_GCP_PROJECT"  # project whose machine types are listed
+# GCP's Application Default Credentials, read as Google's own tools read them
+# (providers/gcp/credentials.py): a key or credential configuration file; gcloud's directory
+# (its ADC file and configurations) and the configuration it makes active; the project as
+# google-auth and gcloud take it; the metadata server's host (a GCE VM's service account),
+# and google-auth's switch that says not to look for one.
+ENV_GCP_APPLICATION_CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"
+ENV_GCP_CLOUDSDK_CONFIG = "CLOUDSDK_CONFIG"  # default ~/.config/gcloud
+ENV_GCP_CLOUDSDK_ACTIVE_CONFIG = "CLOUDSDK_ACTIVE_CONFIG_NAME"  # default: its active_config file
+ENV_GCP_CLOUDSDK_PROJECT = "CLOUDSDK_CORE_PROJECT"
+ENV_GCP_CLOUD_PROJECT = "GOOGLE_CLOUD_PROJECT"
+ENV_GCP_METADATA_HOST = "GCE_METADATA_HOST"  # default metadata.google.internal, asked on GCE only
+ENV_GCP_NO_GCE_CHECK = "NO_GCE_CHECK"  # "true": never ask the metadata server
 
 # Kubernetes: where kubeconfig files are (colon-separated, as kubectl reads it).
 ENV_KUBECONFIG = "KUBECONFIG"
@@ -39,3 +51,6 @@ ENV_KUBE_CONTEXT = "SHOAL_KUBE_CONTEXT"  # the context when neither --context no
 
 # Container driver: where the Docker-compatible engine listens (unix:///path or tcp://host:port).
 ENV_DOCKER_HOST = "DOCKER_HOST"
+
+# The user's home directory, where gcloud keeps its files unless CLOUDSDK_CONFIG says.
+ENV_USER_HOME = "HOME"

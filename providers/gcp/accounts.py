@@ -2,8 +2,8 @@
 reservations (current and future), as the provider-neutral records of
 providers/accounts/model.py.
 
-APIs asked (Compute Engine v1, OAuth token in SHOAL_GCP_TOKEN, project in SHOAL_GCP_PROJECT
-or [gcp] project; every list is paged by `nextPageToken`/`pageToken`):
+APIs asked (Compute Engine v1, credentials and project as credentials.py finds them;
+every list is paged by `nextPageToken`/`pageToken`):
 - regions.list: every region with its `quotas[]` of {metric, limit, usage, owner} (doubles)
   and `zones[]`, so one paged list answers every region:
   https://cloud.google.com/compute/docs/reference/rest/v1/regions/list
@@ -44,9 +44,9 @@ from providers.accounts.model import AccountSnapshot, Quota, Reservation, sound_
 from providers.accounts.parallel import run_all
 from providers.cloud.bearer import BearerApi
 from providers.cloud.http import RetryPolicy
-from providers.config import base_url, setting
+from providers.config import base_url
 from providers.core.env import ENV_GCP_COMPUTE_URL, ENV_GCP_PROJECT, ENV_GCP_TOKEN
-from providers.core.errors import CredentialsError, ShoalError, one_line, usable_credential
+from providers.core.errors import CredentialsError, ShoalError, one_line
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -111,17 +111,16 @@ class GcpAccounts(BearerApi):
         policy: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> GcpAccounts:
-        token = usable_credential(settings.env.get(ENV_GCP_TOKEN, "").strip(), ENV_GCP_TOKEN)
-        project = setting(settings, PROVIDER, "project", ENV_GCP_PROJECT).strip()
-        missing = [n for n, v in ((ENV_GCP_TOKEN, token), (ENV_GCP_PROJECT, project)) if not v]
-        if missing:
-            raise CredentialsError(
-                f"gcp: a project's quotas need {' and '.join(missing)}; set {ENV_GCP_TOKEN} to "
-                f"an OAuth access token (gcloud auth print-access-token) and {ENV_GCP_PROJECT} "
-                f"(or [gcp] project) to the project id"
-            )
-        return cls(
-            token=token,
+        # Application Default Credentials (providers/gcp/credentials.py): found here without
+        # a request; the token is asked for at the first read, and renewed on a 401.
+        from providers.gcp.credentials import find_credentials, find_project, missing
+
+        credentials = find_credentials(settings, policy=policy)
+        project, project_from = find_project(settings, credentials)
+        if credentials is None or not project:
+            raise CredentialsError(missing("a project's quotas", credentials, project))
+        made = cls(
+            token="",
             project=project,
             compute_url=base_url(
                 settings, PROVIDER, "compute_url", ENV_GCP_COMPUTE_URL, DEFAULT_COMPUTE_URL
@@ -129,6 +128,11 @@ class GcpAccounts(BearerApi):
             policy=policy,
             transport=transport,
         )
+        made.tokens = credentials
+        if credentials.kind != "token":
+            permissions = "compute.regions.list, compute.projects.get"
+            made.auth_hint = credentials.hint(project, project_from, permissions)
+        return made
 
     # -- plumbing ----------------------------------------------------------------------
 

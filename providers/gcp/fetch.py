@@ -1,5 +1,6 @@
-"""GCP's network side: the global Compute Engine SKU list (API key) and, with a token, the
-Compute Engine API for machine shapes and regions.
+"""GCP's network side: the global Compute Engine SKU list (API key) and, with credentials
+and a project (Application Default Credentials: credentials.py), the Compute Engine API for
+machine shapes and regions.
 
 The SKU list covers every region in one paged list, so a fetcher downloads it once and
 derives every region from it. The API key goes in the query string only; messages show URLs
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.cloud.offers import Progress, Snapshot, no_progress
-from providers.config import base_url, setting
+from providers.config import base_url
 from providers.core.env import (
     ENV_GCP_API_KEY,
     ENV_GCP_BILLING_URL,
@@ -27,6 +28,7 @@ from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
 from providers.gcp.account_parse import regions_page
+from providers.gcp.credentials import GcpCredentials, find_credentials, find_project
 from providers.gcp.parse import COMPUTE_SERVICE_ID, RateBook, price_offers, unshaped_notes
 from providers.gcp.shapes import Shape, builtin_table, machine_types_page
 from providers.models import RegionSpec
@@ -39,8 +41,9 @@ DEFAULT_BILLING_URL = "https://cloudbilling.googleapis.com"
 DEFAULT_COMPUTE_URL = "https://compute.googleapis.com"
 MAX_PAGES = 100  # the Compute SKU list is ~7 pages of 5000; a loop past this is a bug
 BUILTIN_NOTE = (
-    f"machine shapes need a token (set {ENV_GCP_TOKEN} and {ENV_GCP_PROJECT}); "
-    "shapes from shoal's built-in table of Google's published machine types"
+    "machine shapes need GCP credentials and a project (Application Default Credentials or "
+    f"{ENV_GCP_TOKEN}, and {ENV_GCP_PROJECT} or gcloud's project); shapes from shoal's "
+    "built-in table of Google's published machine types"
 )
 KEY_HINT = (
     f"set {ENV_GCP_API_KEY} to a valid API key of a project with the Cloud Billing API enabled"
@@ -67,13 +70,20 @@ class GcpFetcher:
         project: str = "",
         policy: RetryPolicy | None = None,
         max_pages: int = MAX_PAGES,
+        access: Callable[[], tuple[GcpCredentials | None, str, str]] | None = None,
     ) -> None:
+        """`access` finds the credentials and project at the first Compute Engine read (so
+        that a fetcher serving the cache finds nothing); without it, `token` and `project`
+        are used as they are."""
         self.billing_url = billing_url.rstrip("/")
         self.compute_url = compute_url.rstrip("/")
         self.api_key = api_key
-        self.token = token
         self.project = project
         self.max_pages = max_pages
+        static = GcpCredentials(where=ENV_GCP_TOKEN, kind="token", static=token) if token else None
+        self._access = access or (lambda: (static, project, ENV_GCP_PROJECT))
+        self._credentials: GcpCredentials | None = None
+        self._found = False
         self.billing = CloudHttp(
             PROVIDER,
             auth_hint=KEY_HINT,
@@ -83,6 +93,7 @@ class GcpFetcher:
             refused=lambda status, message: status == 400 and "API key" in message,
         )
         self.compute = CloudHttp(PROVIDER, auth_hint=TOKEN_HINT, secrets=[token], policy=policy)
+        self._policy = policy
         self._book: RateBook | None = None
         self._fetched_at: datetime | None = None
         self._shapes: dict[str, dict[str, Shape]] | None = None
@@ -90,8 +101,14 @@ class GcpFetcher:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, policy: RetryPolicy | None = None) -> GcpFetcher:
-        """Reads URLs and credentials only; a missing API key fails at first use, so that
-        a fetcher can exist (and cached data be used) on a machine without one."""
+        """Reads URLs and the API key only; a missing API key fails at first use, and the
+        Compute Engine credentials are found at their first use, so that a fetcher can exist
+        (and cached data be used) on a machine without them."""
+
+        def access() -> tuple[GcpCredentials | None, str, str]:
+            credentials = find_credentials(settings, policy=policy)
+            return credentials, *find_project(settings, credentials)
+
         return cls(
             billing_url=base_url(
                 settings, PROVIDER, "billing_url", ENV_GCP_BILLING_URL, DEFAULT_BILLING_URL
@@ -100,9 +117,8 @@ class GcpFetcher:
                 settings, PROVIDER, "compute_url", ENV_GCP_COMPUTE_URL, DEFAULT_COMPUTE_URL
             ),
             api_key=usable_credential(settings.env.get(ENV_GCP_API_KEY, ""), ENV_GCP_API_KEY),
-            token=usable_credential(settings.env.get(ENV_GCP_TOKEN, ""), ENV_GCP_TOKEN),
-            project=setting(settings, PROVIDER, "project", ENV_GCP_PROJECT),
             policy=policy,
+            access=access,
         )
 
     def close(self) -> None:
@@ -119,7 +135,19 @@ class GcpFetcher:
 
     @property
     def _has_token(self) -> bool:
-        return bool(self.token and self.project)
+        """Whether machine shapes come from the Compute Engine API: credentials and a
+        project found (asked once; the client then sends them and renews them on a 401)."""
+        if not self._found:
+            credentials, self.project, project_from = self._access()
+            self._credentials, self._found = credentials, True
+            if credentials is not None and self.project:
+                if credentials.kind != "token":  # a refusal's fix names where they came from
+                    permissions = "compute.machineTypes.list, compute.regions.list"
+                    hint = credentials.hint(self.project, project_from, permissions)
+                    self.compute.close()
+                    self.compute = CloudHttp(PROVIDER, auth_hint=hint, policy=self._policy)
+                credentials.wire(self.compute)
+        return self._credentials is not None and bool(self.project)
 
     # -- the Fetcher protocol ------------------------------------------------------------
 
@@ -201,7 +229,7 @@ class GcpFetcher:
             def page(body: Body, where: str) -> str:
                 return machine_types_page(body, shapes, zones, where)
 
-            walk(self.compute, self.machine_types_url, page, self.max_pages, headers=self._auth())
+            walk(self.compute, self.machine_types_url, page, self.max_pages)
             self._shapes = shapes
         return self._shapes
 
@@ -214,11 +242,8 @@ class GcpFetcher:
             regions.extend(RegionSpec(name=name, zones=r.zones) for name, r in found)
             return token
 
-        walk(self.compute, url, page, self.max_pages, headers=self._auth())
+        walk(self.compute, url, page, self.max_pages)
         return sorted(regions, key=lambda r: r.name)
-
-    def _auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
 
 
 def walk(

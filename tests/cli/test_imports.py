@@ -145,3 +145,33 @@ def test_output_tables_and_progress_are_three_modules_without_a_circle() -> None
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:3] == ["[]", "[]", "False"]
+
+
+def test_gcp_credentials_import_cryptography_only_to_sign(home: Path, tmp_path: Path) -> None:
+    """Application Default Credentials (providers/gcp/credentials.py) are read only by the
+    commands that ask GCP; `cryptography` (~45 ms) only when a key signs, not when a token
+    is given or one the last command got is still good (STATE/gcp-tokens.json)."""
+    from tests.providers.apiserver import ApiServer
+    from tests.providers.gcp import account_payloads
+    from tests.providers.gcp.oauthserver import OAuthServer, new_key
+    from tests.providers.gcp.payloads import PROJECT, TOKEN
+
+    for args in (["--help"], *JSON_COMMANDS):
+        loaded = _modules(home, *args)
+        assert "providers.gcp.credentials" not in loaded and "cryptography" not in _top(loaded)
+    with ApiServer() as api, OAuthServer() as oauth:
+        account_payloads.ProjectApi().serve(api)
+        key = tmp_path / "key.json"
+        key.write_text(json.dumps(oauth.service_account(new_key(), project_id=PROJECT)))
+        ask = ["resources", "-p", "gcp", "-r", "us-central1", "--refresh", "--json"]
+        compute = {"SHOAL_GCP_COMPUTE_URL": api.base}
+        given = {**compute, "SHOAL_GCP_TOKEN": TOKEN, "SHOAL_GCP_PROJECT": PROJECT}
+        loaded, said = _probe(home, *ask, env=given)
+        assert json.loads(said) and "providers.gcp.credentials" in loaded
+        assert "cryptography" not in _top(loaded)
+        keyed = {**compute, "GOOGLE_APPLICATION_CREDENTIALS": str(key)}
+        signed, said = _probe(home, *ask, env=keyed)
+        assert json.loads(said) and "cryptography" in _top(signed)
+        again, said = _probe(home, *ask, env=keyed)  # the token the last one got
+        assert json.loads(said) and "cryptography" not in _top(again)
+        assert len(oauth.claims) == 1

@@ -70,16 +70,21 @@ def by_code(snapshot: AccountSnapshot) -> dict[str, Quota]:
 @pytest.mark.parametrize(
     ("env", "named"),
     [
-        ({}, f"{ENV_GCP_TOKEN} and {ENV_GCP_PROJECT}"),
-        ({ENV_GCP_TOKEN: TOKEN}, ENV_GCP_PROJECT),
-        ({ENV_GCP_PROJECT: PROJECT}, ENV_GCP_TOKEN),
+        ({}, "credentials and a project"),
+        ({ENV_GCP_TOKEN: TOKEN}, "a project"),
+        ({ENV_GCP_PROJECT: PROJECT}, "credentials"),
     ],
 )
 def test_missing_credentials_name_the_variables_and_ask_nothing(
     tmp_path: Path, api: ApiServer, env: dict[str, str], named: str
 ) -> None:
-    with pytest.raises(CredentialsError, match=f"need {named};"):
+    with pytest.raises(CredentialsError, match=f"need {named}, and none w") as caught:
         accounts(tmp_path, api, env)
+    said = str(caught.value)
+    assert (ENV_GCP_TOKEN in said and "GOOGLE_APPLICATION_CREDENTIALS" in said) == (
+        "credentials" in named
+    )
+    assert (ENV_GCP_PROJECT in said) == ("project" in named)
     assert api.seen == []
 
 
