@@ -34,13 +34,14 @@ _REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
     {
         "aws": "drivers.aws.driver:AwsDriver",
         "container": "drivers.container.driver:ContainerDriver",
+        "gcp": "drivers.gcp.driver:GcpDriver",
         "kubernetes": "drivers.kubernetes.driver:KubernetesDriver",
         "process": "drivers.process.driver:ProcessDriver",
         "test": "drivers.test.driver:TestDriver",
     },
     # Other names users know them by: `--driver podman` is the container driver, its
     # allocations are `container/...` and `status --driver container` finds them.
-    aliases={"docker": "container", "podman": "container", "ec2": "aws"},
+    aliases={"docker": "container", "podman": "container", "ec2": "aws", "gce": "gcp"},
 )
 DEFAULT_INSTANCE = "default"
 _INSTANCE = re.compile(r"^[A-Za-z0-9_.-]+$")
