@@ -379,9 +379,10 @@ class GcpDriver:
         assert last is not None
         if len(tried) == 1:
             raise last
-        raise NoCapacityError(
-            f"{self._name}: {plan.region}: no capacity; tried {'; '.join(tried)}"
-        )
+        said = f"{self._name}: {plan.region}: no capacity; tried {'; '.join(tried)}"
+        if isinstance(last, NoRoomError):  # the last attempt's code, as aws's error carries
+            raise type(last)(said, code=last.code)
+        raise NoCapacityError(said)
 
     def _insert(
         self, compute: Compute, zone: str, body: dict[str, Any], rid: str
@@ -638,8 +639,22 @@ class GcpDriver:
         return None
 
 
-class QuotaError(NoCapacityError):
+class NoRoomError(NoCapacityError):
+    """The insert's operation found no room: `code` is Google's, `scope` "zone" (another
+    zone may have room) or "region" (a regional quota: no zone of it helps). Placement's
+    failover reads both, as it reads the aws driver's LaunchCapacityError."""
+
+    scope = "zone"
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class QuotaError(NoRoomError):
     """QUOTA_EXCEEDED: the project's limit in the region, not the zone's room."""
+
+    scope = "region"
 
 
 def refuse_secret(where: str, name: str) -> None:
@@ -721,7 +736,9 @@ def _usage(exc: ApiRefused, field_name: str) -> ShoalError:
 def _mapped(exc: OperationError, zone: str, where: str) -> ShoalError:
     for error in exc.errors:
         if error.code in POOL_CODES:
-            return NoCapacityError(f"{where}: no capacity in zone {zone} ({error.code})")
+            return NoRoomError(
+                f"{where}: no capacity in zone {zone} ({error.code})", code=error.code
+            )
         if error.code == "QUOTA_EXCEEDED":
             quota = error.quota
             metric = quota.get("metricName") or quota.get("limitName") or "a quota"
@@ -730,7 +747,8 @@ def _mapped(exc: OperationError, zone: str, where: str) -> ShoalError:
             said = f", limit {limit:g}" if isinstance(limit, (int, float)) else ""
             return QuotaError(
                 f"{where}: quota {metric} exceeded in region {region}{said} ({error.message}); "
-                "free VMs or ask Google for more"
+                "free VMs or ask Google for more",
+                code=error.code,
             )
     first = exc.errors[0]
     field_name = _field_of(first.message)

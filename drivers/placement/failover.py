@@ -96,9 +96,9 @@ def place(
         starts: list[float] = []  # seconds until a capacity block starts
         for target in todo:
             offer = target.offer
-            if not target.launchable:
+            if target.skipped is not None:
                 if rounds == 1:
-                    note(Attempt(target.label(), "skipped", f"no {offer.driver} driver yet", False))
+                    note(Attempt(target.label(), "skipped", target.skipped, False))
                 continue
             whole = (offer.provider, offer.region, offer.instance_type, offer.market,
                      offer.instances)  # fmt: skip

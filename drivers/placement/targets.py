@@ -9,7 +9,9 @@ offer's own choices, which win:
 - kubernetes: `-o spot=`, the pool's node label as `node_selector` (else the instance type's
   label), and the GPUs each pod takes.
 - process (local), and any other driver of shoal's: the user's definition as it is.
-- gcp, azure and any name no driver has: no driver launches them yet; the target says so.
+- gcp: `-o zone=` (each zone of the offer a target), `machine_type=`, `spot=` and
+  `fallback=off`; an offer without zones is skipped, saying why.
+- azure and any name no driver has: no driver launches them yet; the target says so.
 
 `-o DRIVER.KEY=VALUE` (`-o aws.image=ami-...`, `-o kubernetes.image=busybox`) gives an
 option to one driver's offers only: the offers of a document may be for several drivers,
@@ -31,10 +33,15 @@ if TYPE_CHECKING:
     from drivers.placement.document import Request
     from drivers.spec.types import LabelDefinition
 
-NO_DRIVER_YET = ("gcp", "azure")  # offers `shoal offers` makes that no driver launches yet
+NO_DRIVER_YET = ("azure",)  # offers `shoal offers` makes that no driver launches yet
+# Drivers whose offers launch once per zone (each named and remembered on its own); an offer
+# of theirs that names no zone is not launched: the driver would place it in its own zone,
+# which may be in another region than the offer's price.
+ZONED = ("aws", "gcp")
 # What each driver's offer options are called (the offer's win over the user's).
 OFFER_KEYS = {
     "aws": ("region", "zone", "instance_type", "market", "spot", "reservation", "fallback"),
+    "gcp": ("zone", "machine_type", "spot", "fallback"),
     "kubernetes": ("spot", "gpus"),
     "process": (),
 }
@@ -64,7 +71,20 @@ class Target:
     @property
     def launchable(self) -> bool:
         """Whether a driver of shoal's launches it (any other: the user's definition as is)."""
-        return self.offer.driver in _kinds() and self.offer.driver not in NO_DRIVER_YET
+        return self.skipped is None
+
+    @property
+    def skipped(self) -> str | None:
+        """Why no driver of shoal's launches it (None: one does)."""
+        driver = self.offer.driver
+        if driver not in _kinds() or driver in NO_DRIVER_YET:
+            return f"no {driver} driver yet"
+        if _kinds()[driver] == "gcp" and not self.zone:
+            return (
+                "its zones are unknown (`shoal offers` lists the zones of gcp's GPU series "
+                "with credentials), and a VM must be placed in a zone of its region"
+            )
+        return None
 
 
 def targets(offers: list[Offer]) -> list[Target]:
@@ -76,7 +96,7 @@ def targets(offers: list[Offer]) -> list[Target]:
         reserved = offer.reservation
         if reserved is not None and reserved.zone and not offer.spot:
             zones = (reserved.zone,)  # a reservation holds its instances in one zone
-        if _kinds().get(offer.driver) == "aws" and zones:
+        if _kinds().get(offer.driver) in ZONED and zones:
             out.extend(Target(offer, zone) for zone in zones)
         else:
             out.append(Target(offer))
@@ -145,8 +165,8 @@ def definition(base: Base, target: Target, request: Request) -> LabelDefinition:
     options = {
         k: v for k, v in base.options_for(driver).items() if k not in OFFER_KEYS.get(driver, ())
     }
-    if driver == "aws":
-        options.update(_aws(target))
+    if driver in ZONED:
+        options.update(_aws(target) if driver == "aws" else _gcp(target))
         shape = offer.shape
         if "cpu" not in resources and shape.vcpus:
             resources["cpu"] = max(1, math.floor(shape.vcpus))
@@ -178,6 +198,16 @@ def _aws(target: Target) -> dict[str, Any]:
         if reserved.kind == "capacity-block":
             options["market"] = "capacity-block"
     return options
+
+
+def _gcp(target: Target) -> dict[str, Any]:
+    offer = target.offer
+    return {
+        "zone": target.zone,
+        "machine_type": offer.instance_type,
+        "spot": offer.spot,
+        "fallback": "off",  # the next zone, region, type is the next target's
+    }
 
 
 def _kubernetes(offer: Offer, request: Request, given: dict[str, Any]) -> dict[str, Any]:

@@ -141,10 +141,31 @@ def test_options_scoped_to_no_driver_are_refused() -> None:
 
 
 def test_offers_no_driver_launches_are_not_launchable() -> None:
-    gcp = aws_offer(provider="gcp", driver="gcp", region={"name": "us-central1"})
+    azure = aws_offer(provider="azure", driver="azure", region={"name": "eastus"})
     ec2 = aws_offer(driver="ec2")
-    read = parse(doc(gcp, ec2), "x")
+    read = parse(doc(azure, ec2), "x")
     found = targets(read.offers)
     assert [t.launchable for t in found] == [False, True, True]
+    assert found[0].skipped == "no azure driver yet"
     # An alias is its driver: the aws options.
     assert definition(Base({}), found[1], read.request).options["region"] == "us-east-1"
+
+
+def test_a_gcp_offer_launches_in_each_of_its_zones_and_not_without_one() -> None:
+    zoned = aws_offer(provider="gcp", driver="gcp", region={"name": "us-central1"},
+                      zones=["us-central1-a", "us-central1-c"], instanceType="a3-highgpu-8g")
+    bare = aws_offer(provider="gcp", driver="gce", region={"name": "us-central1"}, zones=[],
+                     instanceType="a3-highgpu-8g", market="onDemand")  # fmt: skip
+    read = parse(doc(zoned, bare), "x")
+    found = targets(read.offers)
+    assert [(t.zone, t.launchable) for t in found] == [
+        ("us-central1-a", True), ("us-central1-c", True), ("", False)
+    ]
+    assert "zones are unknown" in (found[2].skipped or "")
+    made = definition(Base({"options": {"gcp.image": "projects/p/global/images/family/f"}}),
+                      found[1], read.request)  # fmt: skip
+    assert made.driver == "gcp"
+    assert made.options == {
+        "image": "projects/p/global/images/family/f", "zone": "us-central1-c",
+        "machine_type": "a3-highgpu-8g", "spot": True, "fallback": "off",
+    }  # fmt: skip
