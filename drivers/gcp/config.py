@@ -35,6 +35,20 @@ def _zone(value: str) -> str:
     return value
 
 
+def _reservation(value: str) -> str:
+    # A reservation's name follows Compute Engine's resource names (RFC 1035, 1-63).
+    if (
+        value
+        and value not in ("any", "none")
+        and not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", value)
+    ):
+        raise ValueError(
+            f"{shown(value)} is not a reservation name (lowercase letters, digits and -), "
+            "any or none"
+        )
+    return value
+
+
 def _zones(values: list[str]) -> list[str]:
     return [_zone(v) for v in values]
 
@@ -117,6 +131,11 @@ class GcpOptions(Strict):
     gpus: Count = Field(0, description="GPUs the type must have")
     gpu: str = Field("", description="GPU model, e.g. L4, T4 or A100-80GB")
     spot: bool | None = Field(None, description="spot (true) or on-demand (false)")
+    reservation: Annotated[str, AfterValidator(_reservation)] = Field(
+        "",
+        description="a reservation's name (consumed SPECIFICally), any (Google's default: a "
+        "matching automatic reservation) or none",
+    )
     fallback: Fallback | None = Field(None, description="default: the instance's")
     network: str = Field("", description="VPC network (default: the instance's)")
     subnetwork: str = Field("", description="subnetwork (default: the instance's)")

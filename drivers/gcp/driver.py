@@ -465,6 +465,19 @@ class GcpDriver:
         }
         if scheduling:
             body["scheduling"] = scheduling
+        if opts.reservation == "none":
+            body["reservationAffinity"] = {"consumeReservationType": "NO_RESERVATION"}
+        elif opts.reservation and opts.reservation != "any":
+            if plan.spot:
+                raise UsageError(
+                    "options.reservation: spot VMs do not consume reservations; drop "
+                    "-o spot=true or -o reservation"
+                )
+            body["reservationAffinity"] = {
+                "consumeReservationType": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": [opts.reservation],
+            }
         if accelerators:
             body["guestAccelerators"] = accelerators
         account = opts.service_account or cfg.service_account

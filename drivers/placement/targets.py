@@ -10,7 +10,9 @@ offer's own choices, which win:
   label), and the GPUs each pod takes.
 - process (local), and any other driver of shoal's: the user's definition as it is.
 - gcp: `-o zone=` (each zone of the offer a target), `machine_type=`, `spot=` and
-  `fallback=off`; an offer without zones is skipped, saying why.
+  `fallback=off`; an offer covered by a reservation consumes it by name
+  (`reservation=NAME`: reservationAffinity SPECIFIC_RESERVATION); an offer without zones is
+  skipped, saying why.
 - azure and any name no driver has: no driver launches them yet; the target says so.
 
 `-o DRIVER.KEY=VALUE` (`-o aws.image=ami-...`, `-o kubernetes.image=busybox`) gives an
@@ -41,7 +43,7 @@ ZONED = ("aws", "gcp")
 # What each driver's offer options are called (the offer's win over the user's).
 OFFER_KEYS = {
     "aws": ("region", "zone", "instance_type", "market", "spot", "reservation", "fallback"),
-    "gcp": ("zone", "machine_type", "spot", "fallback"),
+    "gcp": ("zone", "machine_type", "spot", "reservation", "fallback"),
     "kubernetes": ("spot", "gpus"),
     "process": (),
 }
@@ -202,12 +204,16 @@ def _aws(target: Target) -> dict[str, Any]:
 
 def _gcp(target: Target) -> dict[str, Any]:
     offer = target.offer
-    return {
+    options: dict[str, Any] = {
         "zone": target.zone,
         "machine_type": offer.instance_type,
         "spot": offer.spot,
         "fallback": "off",  # the next zone, region, type is the next target's
     }
+    reserved = offer.reservation
+    if reserved is not None and not offer.spot:
+        options["reservation"] = reserved.id  # consumed by name (reservationAffinity)
+    return options
 
 
 def _kubernetes(offer: Offer, request: Request, given: dict[str, Any]) -> dict[str, Any]:

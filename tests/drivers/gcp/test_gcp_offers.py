@@ -56,3 +56,40 @@ def test_a_gcp_offer_fails_over_to_its_next_zone_and_launches_there(
     assert [b["machineType"].rsplit("/", 1)[-1] for b in bodies] == ["g2-standard-4"] * 2
     assert bodies[-1]["scheduling"]["provisioningModel"] == "SPOT"
     assert cli("free", made["id"], env=env).exit_code == 0
+
+
+def test_an_offer_covered_by_a_reservation_consumes_it_by_name(
+    cli: Cli,
+    env: dict[str, str],  # noqa: F811
+    gce: ComputeStandin,
+) -> None:
+    covered = gcp_offer(["us-central1-b"])
+    covered["reservation"] = {"id": "team-l4", "kind": "reservation", "zone": "us-central1-b",
+                              "available": 2}  # fmt: skip
+    run = cli("alloc", "--offers", "-", "--json", input=document(covered), env=env)
+    assert run.exit_code == 0, run.stderr
+    (sent,) = [c.body for c in gce.calls("compute.instances.insert")]
+    assert sent["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["team-l4"],
+    }
+    assert cli("free", run.json()[0]["id"], env=env).exit_code == 0
+
+
+def test_the_reservation_option_of_the_driver(
+    cli: Cli,
+    env: dict[str, str],  # noqa: F811
+    gce: ComputeStandin,
+) -> None:
+    base = ["alloc", "--driver", "gcp", "--cpu", "2", "--ram", "8", "--json"]
+    made = cli(*base, "-o", "reservation=none", env=env)
+    assert made.exit_code == 0, made.stderr
+    (sent,) = [c.body for c in gce.calls("compute.instances.insert")]
+    assert sent["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert cli("free", made.json()["id"], env=env).exit_code == 0
+    spot = cli(*base, "-o", "reservation=team-l4", "-o", "spot=true", env=env)
+    assert spot.exit_code == 2 and "options.reservation: spot VMs" in spot.stderr
+    bad = cli(*base, "-o", "reservation=Team_L4", env=env)
+    assert bad.exit_code == 2 and "reservation" in bad.stderr and "any or none" in bad.stderr
+    assert len(gce.calls("compute.instances.insert")) == 1  # neither refusal reached Google
