@@ -25,7 +25,9 @@ cpu_limit = 8
 [drivers.kubernetes.prod]
 token = "s3cr3t-not-for-menus"
 """
-KINDS = ["aws", "container", "docker", "ec2", "gce", "gcp", "kubernetes", "podman", "process", "test"]
+KINDS = [
+    "aws", "container", "docker", "ec2", "gce", "gcp", "kubernetes", "podman", "process", "test"
+]
 INSTANCES = ["test/dev", "kubernetes/prod"]
 
 
