@@ -215,7 +215,7 @@ complete -c shoal -n '__shoal_is drivers' -l no-headers -d 'Tables without their
 complete -c shoal -n '__shoal_is drivers' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is drivers' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is free' -l expired -d 'Free every allocation past its lifetime'
-complete -c shoal -n '__shoal_is free' -l remote -r -f -a 'aws container docker ec2 gce gcp kubernetes podman process test (__shoal_values drivers)' -d 'Free ID in DRIVER\'s shared backend even if another machine made it (see status --remote); with --expired, what it holds past its expiry (aws)'
+complete -c shoal -n '__shoal_is free' -l remote -r -f -a 'aws container docker ec2 gce gcp kubernetes podman process test (__shoal_values drivers)' -d 'Free ID in DRIVER\'s shared backend even if another machine made it (see status --remote); with --expired, what it holds past its expiry (aws, gcp)'
 complete -c shoal -n '__shoal_is free' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is free' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is free' -l help -s h -d 'Show help and exit'

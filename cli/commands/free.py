@@ -30,7 +30,7 @@ def free(
             "--remote",
             metavar="DRIVER",
             help="Free ID in DRIVER's shared backend even if another machine made it "
-            "(see status --remote); with --expired, what it holds past its expiry (aws).",
+            "(see status --remote); with --expired, what it holds past its expiry (aws, gcp).",
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -697,9 +697,23 @@ def instance_detail(inst: dict[str, Any]) -> dict[str, Any]:
         "market": "spot" if scheduling.get("provisioningModel") == "SPOT" else "on-demand",
         "internal_ip": internal,
         "external_ip": external,
-        "created": inst.get("creationTimestamp", ""),
+        "created": _utc_stamp(str(inst.get("creationTimestamp", ""))),
         "expires": _epoch_time(str(labels.get(EXPIRES_LABEL) or "")),
     }
+
+
+def _utc_stamp(value: str) -> str:
+    """Google's stamps carry Pacific time (`2026-12-01T10:00:00.000-08:00`); shoal's JSON
+    says UTC with a Z, as every other time it prints (sorting and --sort compare text)."""
+    from datetime import UTC, datetime
+
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if at.tzinfo is None:
+        return value
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _epoch_time(value: str) -> str | None:

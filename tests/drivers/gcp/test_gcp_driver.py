@@ -4,7 +4,6 @@ price catalog: alloc, status, free, the remote listing, and the errors mapped to
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -249,9 +248,15 @@ def test_remote_listing_sees_shoal_vms(
 ) -> None:
     made = allocated(cli, env, "--cpu", "2", "--ram", "8", "--lifetime", "2h")
     rows = ok(cli("status", "--remote", "gcp", "--json", env=env)).json()
-    print(json.dumps(rows)[:3000])
-    text = json.dumps(rows)
-    assert made["id"] in text and made["resource"]["metadata"]["instance"] in text
+    (row,) = [r for r in rows if r["id"] == made["id"]]
+    assert row["driver"] == "gcp/default"
+    assert row["detail"]["instance"] == made["resource"]["metadata"]["instance"]
+    # Google says Pacific time (-08:00 / -07:00); shoal's JSON says UTC, as everywhere.
+    assert row["created"].endswith("Z"), row["created"]
+    from datetime import UTC, datetime
+
+    created = datetime.fromisoformat(row["created"].replace("Z", "+00:00"))
+    assert abs((datetime.now(UTC) - created).total_seconds()) < 600
 
 
 def test_free_expired_remote_from_another_machine_ends_what_is_past_its_expiry(
