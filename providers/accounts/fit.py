@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from providers.accounts.model import AccountSnapshot, Market, Need, QuotaMap
 
@@ -33,12 +34,21 @@ class Binding:
     scope: str
 
     def describe(self) -> str:
-        """`L-417A185B Running On-Demand P instances: 64 free of 192, 192 per instance`."""
+        """`L-417A185B Running On-Demand P instances: 64 free of 192, 192 each`."""
         named = self.code if self.name in ("", self.code) else f"{self.code} {self.name}"
-        return (
-            f"{named}: {_n(self.free)} free of {_n(self.limit)}, {_n(self.per_instance)} "
-            "per instance"
-        )
+        return f"{named}: {_n(self.free)} free of {_n(self.limit)}, {_n(self.per_instance)} each"
+
+    def wire(self) -> dict[str, Any]:
+        """As an offer's `binding` (cli/schemas/offers.schema.json)."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "limit": self.limit,
+            "used": self.used,
+            "free": self.free,
+            "perInstance": self.per_instance,
+            "scope": self.scope,
+        }
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from providers.core.errors import CredentialsError, ShoalError
 from providers.models import InstanceTypeSpec, RegionSpec, ResourceListOptions, ResourcePricing
 from providers.offers.judge import Verdicts, candidate, priced, settle
-from providers.offers.model import DRIVERS, Binding, Failure, Offer, ReservationRef
+from providers.offers.model import DRIVERS, Failure, Offer, ReservationRef
 
 if TYPE_CHECKING:
-    from providers.accounts.fit import Fit
     from providers.accounts.model import AccountSnapshot, Market, QuotaMap, Reservation
     from providers.cloud.catalog import Prefetch
     from providers.registry import Catalog
@@ -230,7 +229,7 @@ def _fit(
         spec.gpu_count,
         offer.market,
     )
-    offer.binding = _binding(found)
+    offer.binding = found.binding
     offer.fits_now = found.instances
     if found.reason:
         offer.notes.append(f"quotas unknown: {found.reason}")
@@ -253,21 +252,6 @@ def _fit(
         offer.fits_now = held.available if held.available >= offer.instances else None
     else:
         offer.fits_now = max(offer.fits_now, held.available)
-
-
-def _binding(found: Fit) -> Binding | None:
-    quota = found.binding
-    if quota is None:
-        return None
-    return Binding(
-        quota.code,
-        quota.name,
-        quota.limit,
-        quota.used,
-        quota.free,
-        quota.per_instance,
-        quota.scope,
-    )
 
 
 def _reservation(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from providers import gpus as gpu_names
+from providers.accounts.fit import Binding
 from providers.core.timeutil import utcnow
 from providers.models import (
     InstanceTypeSpec,
@@ -24,7 +25,7 @@ from providers.models import (
     ResourcePricingItem,
 )
 from providers.offers.judge import Verdicts, candidate, priced, settle
-from providers.offers.model import DRIVERS, Binding, Offer
+from providers.offers.model import DRIVERS, Offer
 from providers.offers.request import gpu_matches
 
 PROVIDER = "local"

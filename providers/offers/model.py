@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from providers.accounts.fit import Binding
 from providers.accounts.model import Market
 from providers.core.errors import ShoalError
 from providers.models import InstanceTypeSpec, RegionSpec
@@ -35,35 +36,6 @@ CODES = (
     "no-capacity",
     "too-small",
 )
-
-
-@dataclass(frozen=True)
-class Binding:
-    """The limit that stops the next instance, in its own unit: a quota (`scope` region or
-    global), a pool's free capacity (`pool`) or the host's (`host`)."""
-
-    code: str
-    name: str
-    limit: float
-    used: float
-    free: float
-    per_instance: float
-    scope: str
-
-    def describe(self) -> str:
-        named = self.code if self.name in ("", self.code) else f"{self.code} {self.name}"
-        return f"{named}: {_n(self.free)} free of {_n(self.limit)}, {_n(self.per_instance)} each"
-
-    def wire(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "name": self.name,
-            "limit": self.limit,
-            "used": self.used,
-            "free": self.free,
-            "perInstance": self.per_instance,
-            "scope": self.scope,
-        }
 
 
 @dataclass(frozen=True)
@@ -253,6 +225,3 @@ class OffersAnswer:
 def _price(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
-
-def _n(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")

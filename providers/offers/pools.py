@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from providers import gpus as gpu_names
+from providers.accounts.fit import Binding
 from providers.core.errors import ShoalError
 from providers.models import (
     InstanceTypeSpec,
@@ -31,7 +32,7 @@ from providers.models import (
     ResourceStatItem,
 )
 from providers.offers.judge import Verdicts, candidate, priced, settle
-from providers.offers.model import DRIVERS, Binding, Failure, Offer, PoolRef
+from providers.offers.model import DRIVERS, Failure, Offer, PoolRef
 from providers.offers.request import gpu_matches
 
 if TYPE_CHECKING:
