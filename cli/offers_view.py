@@ -67,7 +67,7 @@ def _limit_text(offer: Offer) -> str | None:
         held = offer.reservation
         said.append(f"reservation {held.id}: {held.available} free")
     if offer.binding is not None:
-        said.append(offer.binding.describe())
+        said.append(offer.binding.describe("each"))
     if offer.fits_now is None and offer.notes:
         said.append(offer.notes[0])
     return "; ".join(said) or None

@@ -33,10 +33,11 @@ class Binding:
     per_instance: float
     scope: str
 
-    def describe(self) -> str:
-        """`L-417A185B Running On-Demand P instances: 64 free of 192, 192 each`."""
+    def describe(self, per: str = "per instance") -> str:
+        """`L-417A185B Running On-Demand P instances: 64 free of 192, 192 per instance`
+        (offers, in a table's narrow column, say `each`)."""
         named = self.code if self.name in ("", self.code) else f"{self.code} {self.name}"
-        return f"{named}: {_n(self.free)} free of {_n(self.limit)}, {_n(self.per_instance)} each"
+        return f"{named}: {_n(self.free)} free of {_n(self.limit)}, {_n(self.per_instance)} {per}"
 
     def wire(self) -> dict[str, Any]:
         """As an offer's `binding` (cli/schemas/offers.schema.json)."""

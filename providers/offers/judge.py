@@ -119,7 +119,7 @@ def settle(verdicts: Verdicts, offer: Offer, *, limit: str) -> None:
     if fits is None or fits >= offer.instances:
         verdicts.offers.append(offer)
         return
-    said = f" ({offer.binding.describe()})" if offer.binding else ""
+    said = f" ({offer.binding.describe('each')})" if offer.binding else ""
     if limit == "quota":
         code = "no-quota" if fits == 0 else "quota-binds"
         reason = (
