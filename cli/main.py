@@ -16,28 +16,47 @@ def main() -> None:
     import sys
 
     sys.unraisablehook = _unraisable
+    outcome: SystemExit | None = None
+    settled = False
+    # The outcome is decided in `_outcome`; settling is retried here, where a Ctrl-C that
+    # lands on the way into `_settle` (Python checks for signals as a function starts) is
+    # caught, instead of in an `except` block, where it escaped as a traceback and death by
+    # SIGINT (seen once in ~9 CI runs after `free` printed "freed").
+    while not settled:
+        try:
+            if outcome is None:
+                outcome = _outcome()
+            _settle()
+            settled = True
+        except KeyboardInterrupt:
+            if outcome is None:  # a second Ctrl-C while the first was being answered
+                outcome = SystemExit(INTERRUPTED)
+                sys.stderr.write("shoal: error: interrupted\n")
+    assert outcome is not None  # settled only once decided
+    _leave_workers(outcome.code)
+    if outcome.code is not None and outcome.code != 0:
+        raise outcome
+
+
+def _outcome() -> SystemExit:
+    """The command's exit, Ctrl-C answered; any other error is a bug and raised as it is."""
+    import sys
+
     try:
         from cli.app import build_app
 
         build_app(sys.argv[1:])(prog_name="shoal")
     except SystemExit as done:
-        _settle()
-        _leave_workers(done.code)
-        raise
+        return done
     except BaseException as exc:
         decided = _decided(exc)
         if decided is not None:  # a Ctrl-C that came as the command was exiting
-            _settle()
-            _leave_workers(decided.code)
-            raise decided from None
+            return decided
         if not _interrupted(exc):
             raise
-        _settle()
         sys.stderr.write("shoal: error: interrupted\n")
-        _leave_workers(INTERRUPTED)
-        raise SystemExit(INTERRUPTED) from None
-    _settle()
-    _leave_workers(0)
+        return SystemExit(INTERRUPTED)
+    return SystemExit(0)
 
 
 def _leave_workers(code: object) -> None:
