@@ -27,7 +27,7 @@ doubt (drivers/aws/instances.py): its cleanup ends what the answer, if it comes 
 few seconds, or the allocation's tag shows, and otherwise leaves the row to the next
 command's recovery. EC2's API is eventually consistent, so an empty answer is believed
 only once the launch is older than DOUBT_WINDOW_SECONDS (the launch notes of
-drivers/aws/launches.py say when it was sent): until then a recovery keeps the row
+drivers/vm/launches.py say when it was sent): until then a recovery keeps the row
 ORPHANED, holding its capacity, and `status` keeps an instance EC2 does not list yet
 ALLOCATED. `free` of a FAILED allocation ends any instance still carrying its tag.
 """
@@ -44,7 +44,6 @@ from drivers.aws import plan as planning
 from drivers.aws.config import AwsConfig
 from drivers.aws.ec2 import HOLDING, Ec2, Instance
 from drivers.aws.instances import Doubt, Instances, wait_running
-from drivers.aws.launches import FOLDER, Launches
 from drivers.aws.state import MANAGED_BY_TAG, detail, remote_rows
 from drivers.definitions.options import check_meta_names, load_config
 from drivers.spec.base import UNLIMITED, ResourceDriverTask
@@ -56,6 +55,7 @@ from drivers.spec.types import (
     Resource,
     Resources,
 )
+from drivers.vm.launches import Launches
 from providers.core.errors import CredentialsError, ShoalError, UsageError
 from providers.core.http.policy import RetryPolicy
 from providers.core.settings import Settings
@@ -97,7 +97,7 @@ class AwsDriver:
         self._catalog_made: CloudCatalog | None = None
         self._memo_made: TtlCache | None = None
         self._warned: set[str] = set()
-        launches = Launches(settings.paths.state_dir / FOLDER)
+        launches = Launches(settings.paths.state_dir / "aws-launches")
         self._instances = Instances(launches, lambda text: settings.warn(f"{full_name}: {text}"))
 
     def name(self) -> str:

@@ -5,7 +5,7 @@ tag.
 
 A launch whose answer was not read is in doubt: RunInstances may have launched an instance
 that DescribeInstances does not list yet (eventually consistent). The launch notes
-(drivers/aws/launches.py) say which launches are young enough for an empty answer to
+(drivers/vm/launches.py) say which launches are young enough for an empty answer to
 prove nothing; while one is, nothing is believed ended that EC2 merely does not list:
 
 - an unanswered RunInstances (its retries spent) is followed by lookups by tag, backing
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 from drivers.aws.ec2 import HOLDING, LIVE, ApiError, Ec2, Instance
-from drivers.aws.launches import Launches
 from drivers.aws.state import ALLOCATION_TAG, MANAGED_BY_TAG
+from drivers.vm.launches import Launches, LeftForRecovery
 from providers.core.errors import (
     ConfigError,
     CredentialsError,
@@ -63,12 +63,6 @@ class LaunchInDoubt(RetryableError):
     """RunInstances for the allocation was sent lately and EC2 lists nothing for it yet:
     nothing can be said ended. A recovery keeps the row ORPHANED (holding its capacity),
     `free` and `status` leave it as it is; the next command asks again."""
-
-
-class LeftForRecovery(KeyboardInterrupt):
-    """Ctrl-C during a launch whose outcome the cleanup could not learn within its few
-    seconds: the interrupt stands (130), and the allocation is not recorded as failed, so
-    that the next command's recovery, which keeps looking, ends what it launched."""
 
 
 class Call(Generic[T]):
@@ -198,7 +192,7 @@ class Instances:
         """The region its launch note names ("" without one): where a bare handle's
         instance is, whatever the config says now."""
         note = self._notes.get(allocation_id)
-        return note.region if note is not None else ""
+        return note.place if note is not None else ""
 
     def interrupted(self, allocation_id: str) -> None:
         """Ctrl-C ended its allocate: the cleanup to come is bounded."""

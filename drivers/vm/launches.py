@@ -1,12 +1,15 @@
-"""The `aws` driver's launch notes: one small file per allocation whose RunInstances this
-machine sent lately (`aws-launches/ID.json` in the state dir), written before the request
-goes out and again with the instance ids once its answer is read.
+"""A cloud driver's launch notes: one small file per allocation whose launch request this
+machine sent lately (`aws-launches/ID.json`, `gcp-inserts/ID.json` in the state dir),
+written before the request goes out and again with what its answer named once it is read.
+`place` is where it went: the aws driver's region, the gcp driver's zone.
 
-They are what lets a later command tell "nothing was launched" from "EC2 does not list it
-yet". DescribeInstances is eventually consistent: an instance just launched may be missing
-from a lookup by tag, and a lookup or TerminateInstances by its id may answer
-InvalidInstanceID.NotFound, for a while (AWS's advice is to keep asking, backing off, for
-up to about five minutes:
+They are what lets a later command tell "nothing was launched" from "the cloud does not
+list it yet". For the gcp driver: an insert Google took has an operation in its zone from
+then on, but one whose request was still on the wire when shoal died may be taken a
+moment later. For the aws driver: DescribeInstances is eventually consistent: an instance
+just launched may be missing from a lookup by tag, and a lookup or TerminateInstances by
+its id may answer InvalidInstanceID.NotFound, for a while (AWS's advice is to keep asking,
+backing off, for up to about five minutes:
 https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html). So an empty
 answer is believed only when no note says a launch was sent within that window; a note
 with ids lets the cleanup end them by id. An allocation never sent has no note (the
@@ -31,13 +34,17 @@ from pathlib import Path
 
 from providers.core.errors import LedgerWriteError
 
-FOLDER = "aws-launches"
+
+class LeftForRecovery(KeyboardInterrupt):
+    """Ctrl-C during a launch whose outcome the cleanup could not learn within its few
+    seconds: the interrupt stands (130), and the allocation is not recorded as failed, so
+    that the next command's recovery, which keeps looking, ends what it launched."""
 
 
 @dataclass(frozen=True)
 class Launch:
-    region: str
-    sent: float  # time.time() when RunInstances was sent
+    place: str  # the region or zone it was sent to
+    sent: float  # time.time() when the request was sent
     instances: tuple[str, ...] = ()  # what its answer said, once read
 
     def age(self) -> float:
@@ -51,10 +58,10 @@ class Launches:
     def _path(self, allocation_id: str) -> Path:
         return self.folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', allocation_id)}.json"
 
-    def sent(self, allocation_id: str, region: str, *, window: float) -> None:
-        """Noted before RunInstances goes out (notes older than `window` are dropped)."""
+    def sent(self, allocation_id: str, place: str, *, window: float) -> None:
+        """Noted before the request goes out (notes older than `window` are dropped)."""
         self._prune(window)
-        self._write(allocation_id, Launch(region, time.time()))
+        self._write(allocation_id, Launch(place, time.time()))
 
     def answered(self, allocation_id: str, ids: list[str]) -> None:
         """The ids its answer gave: a cleanup can then end them by id. Only a help (a tag
@@ -62,7 +69,7 @@ class Launches:
         found = self.get(allocation_id)
         if found is not None:
             with contextlib.suppress(LedgerWriteError):
-                self._write(allocation_id, Launch(found.region, found.sent, tuple(ids)))
+                self._write(allocation_id, Launch(found.place, found.sent, tuple(ids)))
 
     def get(self, allocation_id: str) -> Launch | None:
         return _read(self._path(allocation_id))
@@ -79,7 +86,7 @@ class Launches:
 
     def _write(self, allocation_id: str, launch: Launch) -> None:
         path = self._path(allocation_id)
-        body = {"region": launch.region, "sent": launch.sent, "instances": list(launch.instances)}
+        body = {"place": launch.place, "sent": launch.sent, "instances": list(launch.instances)}
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(prefix=".launch.", dir=self.folder)
@@ -113,16 +120,16 @@ def _read(path: Path) -> Launch | None:
     try:
         data = json.loads(path.read_text())
         sent = data["sent"]
-        region = data["region"]
+        place = data.get("place", data.get("region"))  # "region": an older shoal's
         ids = data.get("instances") or []
         if (
             isinstance(sent, (int, float))
             and math.isfinite(sent)
-            and isinstance(region, str)
+            and isinstance(place, str)
             and isinstance(ids, list)
             and all(isinstance(i, str) for i in ids)
         ):
-            return Launch(region, float(sent), tuple(ids))
+            return Launch(place, float(sent), tuple(ids))
     except (OSError, ValueError, TypeError, KeyError):
         pass
     return None

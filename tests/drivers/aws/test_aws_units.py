@@ -19,7 +19,7 @@ from drivers.aws.state import detail as _detail
 from drivers.aws.tasks import _new_part
 from drivers.vm import choice as C
 from drivers.vm.userdata import MAX_BYTES, user_data
-from providers.core.errors import ConfigError, LedgerWriteError, NoCapacityError, UsageError
+from providers.core.errors import ConfigError, NoCapacityError, UsageError
 from providers.models import InstanceTypeSpec, RegionSpec, ResourcePricing, ResourcePricingItem
 
 # -- the type choice --------------------------------------------------------------------------
@@ -379,34 +379,3 @@ def test_console_follow_prints_only_what_is_new() -> None:
     assert _new_part(b"old", b"new") == b"new"
 
 
-# -- launch notes -------------------------------------------------------------------------------
-
-
-def test_launch_notes_say_which_launches_are_young(tmp_path: Path) -> None:
-    from drivers.aws.launches import Launch, Launches
-
-    notes = Launches(tmp_path / "aws-launches")
-    notes.sent("aws-1", "eu-west-1", window=300)
-    assert notes.young("aws-1", 300) == notes.get("aws-1")
-    notes.answered("aws-1", ["i-1"])
-    note = notes.get("aws-1")
-    assert isinstance(note, Launch) and note.instances == ("i-1",) and note.region == "eu-west-1"
-    assert notes.young("aws-1", 300) == note and notes.young("aws-1", 0) is None
-    # A note nobody could have written (a time at the end of time, not a number, not JSON)
-    # is no note: an empty answer is believed as it would be without one.
-    for text in ('{"region": "x", "sent": Infinity}', '{"region": "x", "sent": "now"}', "[1]", "{"):
-        (tmp_path / "aws-launches" / "aws-2.json").write_text(text)
-        assert notes.get("aws-2") is None
-    # Old notes go when a launch is noted; a settled one at once.
-    (tmp_path / "aws-launches" / "aws-2.json").write_text('{"region": "x", "sent": 1}')
-    notes.sent("aws-3", "us-east-1", window=300)
-    assert sorted(p.name for p in (tmp_path / "aws-launches").iterdir()) == [
-        "aws-1.json",
-        "aws-3.json",
-    ]
-    notes.forget("aws-1")
-    assert notes.get("aws-1") is None
-    # A note that cannot be written stops the launch before anything is sent.
-    (tmp_path / "not-a-dir").write_text("")
-    with pytest.raises(LedgerWriteError, match="nothing was launched"):
-        Launches(tmp_path / "not-a-dir" / "aws-launches").sent("aws-4", "us-east-1", window=300)
