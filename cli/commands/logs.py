@@ -26,7 +26,8 @@ def logs(
 ) -> None:
     """Print a workload's output, or follow it as it comes.
 
-    process: its output.log; container: the engine's log; kubernetes: the pod's log.
+    process: its output.log; container: the engine's log; kubernetes: the pod's log;
+    aws: the console output; gcp: the serial console.
     The bytes go to stdout as the workload wrote them. With --follow it keeps printing
     until the workload ends; Ctrl-C ends it too (exit 0). The output of a freed
     allocation is gone with it (exit 1).

@@ -15,7 +15,11 @@ def task(
     ],
     name: Annotated[
         str,
-        typer.Argument(metavar="NAME", help="Task name; each driver has its own (test: snapshot)."),
+        typer.Argument(
+            metavar="NAME",
+            help="Task name; each driver has its own (test: snapshot; aws: snapshot, "
+            "console; gcp: snapshot, image, console).",
+        ),
     ],
     options: Annotated[str, typer.Option("--options", help="Task options as a JSON object.")] = "",
     as_json: Annotated[

@@ -6,13 +6,15 @@ came from, 429 and 5xx (rateLimitExceeded, backendError) are retried with backof
 is safe to send again because it carries a `requestId`, which Google deduplicates. A 400 or
 404 answer is read here: it names the field at fault (machine type, image, zone, ...).
 
-Long-running operations are followed to DONE: zoneOperations.wait (which may return early,
-and at most after two minutes) until DONE or a deadline, and an operation's
-`error.errors[]` becomes OperationError for the driver to map (capacity, quota, usage).
+Long-running operations are followed to DONE: zoneOperations.wait (globalOperations or
+regionOperations for theirs; it may return early, and at most after two minutes) until DONE
+or a deadline, and an operation's `error.errors[]` becomes OperationError for the driver to
+map (capacity, quota, usage).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -153,30 +155,91 @@ class Compute:
         )
         return list(page.get("items") or [])
 
+    # -- snapshots, images, the serial console (the driver's tasks and `shoal logs`) ----------
+
+    def create_snapshot(
+        self, zone: str, disk: str, body: dict[str, Any], request_id: str
+    ) -> dict[str, Any]:
+        """disks.createSnapshot: its zone operation."""
+        found: dict[str, Any] = self.call(
+            "POST",
+            f"zones/{zone}/disks/{quote(disk, safe='')}/createSnapshot",
+            params={"requestId": request_id},
+            body=body,
+        )
+        return found
+
+    def insert_image(
+        self, body: dict[str, Any], request_id: str, *, force: bool = False
+    ) -> dict[str, Any]:
+        """images.insert: its global operation. `force` is forceCreate, which Google needs
+        to image a disk a running instance uses."""
+        params = {"requestId": request_id}
+        if force:
+            params["forceCreate"] = "true"
+        found: dict[str, Any] = self.call("POST", "global/images", params=params, body=body)
+        return found
+
+    def serial_output(self, zone: str, name: str, start: int, port: int = 1) -> dict[str, Any]:
+        """instances.getSerialPortOutput from byte `start`: `contents`, the `start` Google
+        answered from (later than asked when the bytes asked for are no longer kept: it keeps
+        the last 1 MB) and `next`, where the next read starts. An ApiRefused 404 when the
+        instance is gone."""
+        found: dict[str, Any] = self.call(
+            "GET",
+            f"zones/{zone}/instances/{quote(name, safe='')}/serialPort",
+            params={"port": str(port), "start": str(start)},
+        )
+        return found
+
     # -- operations ----------------------------------------------------------------------
 
-    def follow(self, op: dict[str, Any], deadline_seconds: float, what: str) -> dict[str, Any]:
+    def follow(
+        self,
+        op: dict[str, Any],
+        deadline_seconds: float,
+        what: str,
+        *,
+        later: str = "`shoal status` tells what it became",
+    ) -> dict[str, Any]:
         """The operation once DONE; OperationError when it failed, RetryableError (75)
         when it is not DONE by the deadline (it may still finish: the requestId and the
-        labels let the next command find what it made)."""
-        zone = str(op.get("zone", "")).rsplit("/", 1)[-1]
+        labels let the next command find what it made; `later` says where to look). A zone,
+        region or global operation, as its selfLink (else its zone or region) says."""
+        scope, place = _scope(op)
         name = str(op.get("name", ""))
         limit = time.monotonic() + deadline_seconds
         while op.get("status") != "DONE":
             left = limit - time.monotonic()
             if left <= 0:
                 raise RetryableError(
-                    f"{what}: operation {name} in {zone} not done after {deadline_seconds:g} "
-                    "s; `shoal status` tells what it became"
+                    f"{what}: operation {name} {place} not done after {deadline_seconds:g} "
+                    f"s; {later}"
                 )
             op = self.call(
-                "POST", f"zones/{zone}/operations/{name}/wait", timeout=min(left, 120.0) + 10.0
+                "POST", f"{scope}/operations/{name}/wait", timeout=min(left, 120.0) + 10.0
             )
-        op = self.call("GET", f"zones/{zone}/operations/{name}")
+        op = self.call("GET", f"{scope}/operations/{name}")
         errors = (op.get("error") or {}).get("errors") or []
         if errors:
             raise OperationError([_op_error(e) for e in errors])
         return op
+
+
+def _scope(op: dict[str, Any]) -> tuple[str, str]:
+    """Where an operation lives ("zones/Z", "regions/R" or "global") and how to say it."""
+    found = re.search(
+        r"/projects/[^/]+/((?:zones|regions)/[^/]+|global)/operations/", str(op.get("selfLink"))
+    )
+    if found:
+        scope = found.group(1)
+    elif op.get("zone"):
+        scope = "zones/" + str(op["zone"]).rsplit("/", 1)[-1]
+    elif op.get("region"):
+        scope = "regions/" + str(op["region"]).rsplit("/", 1)[-1]
+    else:
+        scope = "global"
+    return scope, "(global)" if scope == "global" else "in " + scope.split("/", 1)[1]
 
 
 def _op_error(raw: dict[str, Any]) -> OpError:

@@ -120,6 +120,7 @@ class GcpConfig(Strict):
         "off", description="on no capacity: zones = the next zone, types = then the next "
         "cheapest type"
     )  # fmt: skip
+    check_quotas: bool = Field(True, description="count the project's Compute Engine quotas")
 
 
 class GcpOptions(Strict):

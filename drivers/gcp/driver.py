@@ -16,15 +16,19 @@ a UsageError (2) naming the option; `-o fallback=zones` tries the next zone, `ty
 the next cheapest type, and every attempt is named when all fail.
 
 Config (`[drivers."gcp/NAME"]`, drivers/gcp/config.py): project, zone, zones, network,
-subnetwork, service_account, image, disk_gb, labels, allowed_types, spot, fallback. Options
+subnetwork, service_account, image, disk_gb, labels, allowed_types, spot, fallback,
+check_quotas. Options
 (`-o`): zone, machine_type, image, gpus, gpu, spot, fallback, network, subnetwork,
 service_account, disk_gb, labels, allowed_types, entry, env. The type choice is
 drivers/vm/choice.py over the gcp price catalog, the boot script drivers/vm/userdata.py (as
 the `startup-script` metadata).
 
-Not yet: tasks (snapshot, image, console), `shoal logs`, capacity from the project's quotas
-(available_capacity says unlimited; Google's own check at insert has the last word), the
-recovery of an interrupted alloc.
+Tasks (drivers/gcp/tasks.py): `snapshot` and `image` of the boot disk, `console`; `shoal
+logs` reads the serial console.
+
+Capacity is counted from the project's quotas (drivers/vm/capacity.py with
+providers/gcp/quota_map.py); the inserts of a run, their notes and the cleanup of an
+allocation known only by its id (Ctrl-C, `kill -9`) are drivers/gcp/inserts.py.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.definitions.options import check_meta_names, load_config, parse_options
 from drivers.gcp.config import DEFAULT_IMAGE, GcpConfig, GcpOptions
+from drivers.gcp.inserts import FOLDER as INSERTS_FOLDER
+from drivers.gcp.inserts import Inserts
 from drivers.spec.base import UNLIMITED, ResourceDriverTask
 from drivers.spec.types import (
     ALLOCATION_ID_KEY,
@@ -48,6 +55,7 @@ from drivers.spec.types import (
     Resource,
     Resources,
 )
+from drivers.vm.launches import Launches
 from providers.core.errors import (
     CredentialsError,
     NoCapacityError,
@@ -60,9 +68,12 @@ from providers.core.http.policy import RetryPolicy
 from providers.core.settings import Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from drivers.gcp.compute import ApiRefused, Compute, OperationError
     from drivers.vm.choice import Candidate, Choice
     from providers.cloud.catalog import CloudCatalog
+    from providers.core.ttlcache import TtlCache
 
 DEFAULT_ZONE = "us-central1-a"
 ALLOCATION_LABEL = "shoal-allocation"
@@ -73,6 +84,7 @@ REQUEST_NAMESPACE = uuid.UUID("6d0f3c52-7a0e-4f0e-9c55-5b1f2d3c6a11")
 RETRY_POLICY = RetryPolicy()  # every Compute call of the driver; tests set a faster one
 OPERATION_SECONDS = 600.0  # an insert or delete not DONE by then is left to `status`
 MIN_RUN_SECONDS = 30  # Google's least maxRunDuration
+SEEN_FOR_SECONDS = 2.0  # how long an instance just read answers for it again
 HOLDING = ("PROVISIONING", "STAGING", "RUNNING")
 POOL_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 SECRET_FIX = (
@@ -111,6 +123,7 @@ class Plan:
     fallback: str
     accelerator: str = ""  # N1's guestAccelerators type, with choice.first's gpu_count
     notes: list[str] = field(default_factory=list)
+    capacity: dict[str, Any] = field(default_factory=dict)  # the quota count, once made
 
 
 def request_id(allocation_id: str, attempt: int) -> str:
@@ -134,6 +147,13 @@ class GcpDriver:
         self._compute: Compute | None = None
         self._plans: dict[str, Plan] = {}
         self._catalog_made: CloudCatalog | None = None
+        self._memo_made: TtlCache | None = None
+        self._warned: set[str] = set()
+        self._seen: dict[tuple[str, str], tuple[float, dict[str, Any] | None]] = {}
+        self._inserts = Inserts(
+            Launches(settings.paths.state_dir / INSERTS_FOLDER),
+            lambda text: settings.warn(f"{full_name}: {text}"),
+        )
 
     def name(self) -> str:
         return self._name
@@ -339,15 +359,54 @@ class GcpDriver:
         plan = self._plan(definition)
         out = plan.choice.to_json()
         out.update(zone=plan.zone, image=plan.image)
+        if plan.capacity:
+            out["capacity"] = plan.capacity
         return out
 
     # -- capacity --------------------------------------------------------------------------
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
-        """Not counted yet from the project's quotas: Google's check at insert decides (a
-        QUOTA_EXCEEDED there is 75, naming the quota)."""
-        self._plan(req)
-        return UNLIMITED
+        """How many VMs of the chosen type the project's quotas still take in the region:
+        the regional CPUS or the series' CPU quota, the GPU model's quota, CPUS_ALL_REGIONS
+        and GPUS_ALL_REGIONS, PREEMPTIBLE_* for spot where the project has them
+        (providers/gcp/quota_map.py), from the project's snapshot in the catalog cache,
+        read again once older than the quota TTL or once this driver inserted or deleted a
+        VM there. Quotas that cannot be read are no refusal (unlimited, with a note): Google's
+        own check at insert has the last word (QUOTA_EXCEEDED: 75, naming the quota)."""
+        plan = self._plan(req)
+        if not self.cfg.check_quotas:
+            plan.capacity = {"checked": False, "note": "check_quotas is off"}
+            return UNLIMITED
+        from drivers.vm import capacity
+        from providers.gcp.quota_map import GcpQuotaMap
+
+        who = capacity.Account(
+            "gcp", "Google", self._name, self.compute().project, self._catalog(), self._memo(),
+            self._settings, GcpQuotaMap, self._warn_once,
+        )  # fmt: skip
+        count, plan.capacity = capacity.quota_count(
+            who, plan.region, plan.choice.first, spot=plan.spot
+        )
+        return count
+
+    def _forget_capacity(self, region: str) -> None:
+        if self.cfg.check_quotas:
+            from drivers.vm import capacity
+
+            capacity.forget("gcp", region, lambda: self.compute().project, self._catalog)
+
+    def _memo(self) -> TtlCache:
+        """What the driver remembers between runs: a project's quotas found unreadable."""
+        if self._memo_made is None:
+            from providers.core.ttlcache import TtlCache
+
+            self._memo_made = TtlCache(self._settings.paths.cache_dir / "gcp-driver.json")
+        return self._memo_made
+
+    def _warn_once(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            self._settings.warn(text)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -367,7 +426,9 @@ class GcpDriver:
             for zone in zones:
                 body = self._body(plan, definition, metadata, allocation_id, candidate, zone)
                 try:
-                    inst = self._insert(compute, zone, body, request_id(allocation_id, attempt))
+                    inst = self._insert(
+                        compute, zone, body, request_id(allocation_id, attempt), allocation_id
+                    )
                 except NoCapacityError as exc:
                     tried.append(f"{candidate.name} in {zone} ({exc.args[0]})")
                     last = exc
@@ -375,7 +436,10 @@ class GcpDriver:
                     if isinstance(exc, QuotaError):
                         break  # a regional quota: no other zone of the region helps
                     continue
+                self._forget_capacity(plan.region)
+                self._inserts.settled(allocation_id)
                 return self._resource(allocation_id, plan, candidate, inst)
+        self._inserts.settled(allocation_id)  # every attempt DONE with an error: none made
         assert last is not None
         if len(tried) == 1:
             raise last
@@ -385,18 +449,22 @@ class GcpDriver:
         raise NoCapacityError(said)
 
     def _insert(
-        self, compute: Compute, zone: str, body: dict[str, Any], rid: str
+        self, compute: Compute, zone: str, body: dict[str, Any], rid: str, allocation_id: str
     ) -> dict[str, Any]:
         from drivers.gcp.compute import ApiRefused, OperationError
 
         where = f"{self._name}: {zone}"
+        inserts = self._inserts
         try:
-            op = compute.insert(zone, body, rid)
-            compute.follow(op, OPERATION_SECONDS, where)
+            op = inserts.insert(compute, zone, body, rid, allocation_id)
+            inserts.follow(compute, op, OPERATION_SECONDS, where, allocation_id)
         except ApiRefused as exc:
+            inserts.known(allocation_id)
             raise _usage(exc, _field_of(exc.message)) from None
         except OperationError as exc:
+            inserts.known(allocation_id)
             raise _mapped(exc, zone, where) from None
+        inserts.known(allocation_id)
         inst = compute.instance(zone, str(body["name"]))
         if inst is None:
             raise ShoalError(f"{where}: the insert was DONE but {body['name']} is not there")
@@ -531,16 +599,28 @@ class GcpDriver:
 
     def status(self, res: Resource) -> str:
         zone, name = self._located(res)
-        inst = self.compute().instance(zone, name) if zone and name else None
+        inst = self._instance(zone, name)
         holds = inst is not None and inst.get("status") in HOLDING
         return STATUS_ALLOCATED if holds else STATUS_NONE
+
+    def _instance(self, zone: str, name: str, *, fresh: bool = False) -> dict[str, Any] | None:
+        """instances.get; what was seen within SEEN_FOR_SECONDS serves again (`status ID`
+        asks status() then describe(): one request, not two)."""
+        if not (zone and name):
+            return None
+        seen = self._seen.get((zone, name))
+        now = time.monotonic()
+        if seen is not None and not fresh and now - seen[0] < SEEN_FOR_SECONDS:
+            return seen[1]
+        inst = self.compute().instance(zone, name)
+        self._seen[(zone, name)] = (now, inst)
+        return inst
 
     def describe(self, res: Resource) -> dict[str, Any]:
         """The VM's state, zone and addresses; for one gone, why (preempted, its lifetime
         reached, stopped from inside, deleted outside shoal)."""
         zone, name = self._located(res)
-        compute = self.compute()
-        inst = compute.instance(zone, name) if zone and name else None
+        inst = self._instance(zone, name)
         if inst is not None:
             out = instance_detail(inst)
             if inst.get("status") not in HOLDING:
@@ -568,19 +648,36 @@ class GcpDriver:
         return any(str(op.get("targetLink", "")).endswith(f"/instances/{name}") for op in ops)
 
     def deallocate(self, res: Resource) -> None:
-        """instances.delete, waited for; a VM already gone is fine. A handle without its
-        instance (an interrupted alloc) ends every VM labelled with the allocation."""
+        """instances.delete, waited for; a VM already gone is fine. A bare handle (the
+        cleanup of an interrupted or killed alloc) first follows the allocation's insert to
+        DONE (drivers/gcp/inserts.py: InsertInDoubt or LeftForRecovery while that cannot be
+        known yet), then deletes its instance and every VM labelled with the allocation."""
+        self._end(res)
+
+    def end_leftovers(self, res: Resource) -> list[str]:
+        """What a FAILED allocation left (an insert whose outcome its cleanup could not
+        learn), found by its zone's operations and its label, deleted: the VMs deleted now."""
+        return self._end(Resource(identifier=res.identifier))
+
+    def _end(self, res: Resource) -> list[str]:
         from drivers.gcp.compute import ApiRefused, OperationError
 
         compute = self.compute()
         meta = res.metadata or {}
-        if meta.get("zone") and meta.get("instance"):
+        bare = not (meta.get("zone") and meta.get("instance"))
+        if not bare:
             targets = [(str(meta["zone"]), str(meta["instance"]))]
         else:
-            targets = [
+            name = instance_name(res.identifier)
+            zone = self._inserts.settle(compute, res.identifier, name)
+            targets = [(zone, name)] if zone else []
+            targets += [
                 (str(i.get("zone", "")).rsplit("/", 1)[-1], str(i.get("name", "")))
                 for i in self._by_label(res.identifier)
             ]
+            targets = list(dict.fromkeys(targets))
+        deleted: list[str] = []
+        self._seen.clear()  # what was read before the deletes says nothing after them
         for zone, name in targets:
             try:
                 op = compute.delete(zone, name, request_id(res.identifier, -1))
@@ -600,6 +697,12 @@ class GcpDriver:
             except OperationError as exc:
                 if not any(e.code == "RESOURCE_NOT_FOUND" for e in exc.errors):
                     raise ShoalError(f"{self._name}: deleting {name} in {zone}: {exc}") from None
+                continue
+            deleted.append(name)
+            self._forget_capacity(zone.rsplit("-", 1)[0])
+        if bare:
+            self._inserts.settled(res.identifier)
+        return deleted
 
     # -- what the project holds for shoal ------------------------------------------------------
 
@@ -646,10 +749,49 @@ class GcpDriver:
             })  # fmt: skip
         return sorted(rows, key=lambda r: (str(r["created"]), str(r["id"])))
 
-    # -- tasks -----------------------------------------------------------------------------
+    # -- tasks and logs --------------------------------------------------------------------
+
+    def located(self, res: Resource) -> tuple[str, str]:
+        """(zone, instance name) of the allocation's VM; ("", "") when it has none."""
+        return self._located(res)
+
+    def labels_for(self, res: Resource) -> dict[str, str]:
+        """The labels of what a task makes of the allocation's VM (a snapshot, an image)."""
+        return {ALLOCATION_LABEL: label_value(res.identifier), MANAGED_BY_LABEL: "shoal"}
 
     def get_task(self, task: str, options: str) -> ResourceDriverTask | None:
-        return None
+        from drivers.definitions.options import task_options
+        from drivers.gcp.tasks import TASKS, GcpTask
+
+        checked = task_options(TASKS, task, options)
+        return None if checked is None else GcpTask(self, task, checked)
+
+    def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
+        """The VM's serial console (port 1: the boot, the startup script's output); with
+        `follow`, what is new every few seconds until the VM stops."""
+        from drivers.gcp.tasks import POLL_SECONDS, console
+
+        zone, name = self.located(res)
+        if not (zone and name):
+            raise UsageError(f"{res.identifier}: no instance of its own to read the console of")
+        compute = self.compute()
+
+        def holds() -> bool:
+            inst = compute.instance(zone, name)
+            return inst is not None and inst.get("status") in HOLDING
+
+        yield from console(
+            compute,
+            zone,
+            name,
+            where=f"{self._name}: {res.identifier}",
+            ident=res.identifier,
+            tail=tail,
+            follow=follow,
+            holds=holds,
+            poll=POLL_SECONDS,
+            warn=self._settings.warn,
+        )
 
 
 class NoRoomError(NoCapacityError):

@@ -10,6 +10,9 @@ Fixtures:
 - `api`: a plain HTTP client of it (standin.Client), with the token.
 - `gcloud`: gcloud configured against `gce` in a config directory of its own; skipped with
   the reason when gcloud is not installed.
+- `billing`: a loopback Cloud Billing SKU list (the gcp price catalog's source).
+- `env`: the environment that points shoal at `gce` and `billing` with the token, the
+  project and fast retries (the driver's RETRY_POLICY, in this process).
 """
 
 from __future__ import annotations
@@ -18,8 +21,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from providers.cloud.http import RetryPolicy
 from tests.drivers.gcp.gcloud import Gcloud, gcloud_path
 from tests.drivers.gcp.standin import TOKEN, Client, ComputeStandin
+from tests.providers.apiserver import ApiServer
+from tests.providers.gcp import payloads as p
+
+FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=10.0)
 
 
 @pytest.fixture
@@ -47,3 +55,26 @@ def gcloud(gce: ComputeStandin, tmp_path_factory: pytest.TempPathFactory) -> Ite
     cli = Gcloud(gce.endpoint, TOKEN, gce.project, root=tmp_path_factory.mktemp("gcloud"))
     yield cli
     cli.close()
+
+
+@pytest.fixture
+def billing() -> Iterator[ApiServer]:
+    with ApiServer() as server:
+        server.route(p.SKUS_PATH, p.skus_handler(p.pages(p.catalog(), 50)))
+        yield server
+
+
+@pytest.fixture
+def env(
+    gce: ComputeStandin, billing: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    from drivers.gcp import driver
+
+    monkeypatch.setattr(driver, "RETRY_POLICY", FAST)
+    return {
+        "SHOAL_GCP_TOKEN": TOKEN,
+        "SHOAL_GCP_PROJECT": gce.project,
+        "SHOAL_GCP_COMPUTE_URL": gce.base,
+        "SHOAL_GCP_BILLING_URL": billing.base,
+        "SHOAL_GCP_API_KEY": p.API_KEY,
+    }

@@ -13,7 +13,8 @@ Served (paths as the real API, under /compute/v1/):
   disks get / list / aggregatedList / createSnapshot, snapshots get / list;
   images insert / get / getFromFamily / list, imageFamilyViews get;
   machineTypes get / list / aggregatedList, acceleratorTypes get / list / aggregatedList;
-  zones get / list, regions get / list (quotas with live usage), projects get.
+  zones get / list, regions get / list (quotas with live usage), projects get;
+  reservations / futureReservations aggregatedList (what the test put there).
 Lists take `filter` (Compute's syntax: `labels.k = v`, `name != x`, `k:*`, `eq`/`ne`
 regular expressions, AND / OR / NOT, parentheses), `orderBy` (name, creationTimestamp desc),
 `maxResults` and `pageToken`; an empty list has no `items`, as Google's. Any request takes
@@ -74,6 +75,8 @@ Knobs for tests (all under the stand-in's lock; set them before or during a test
   wait_early = N, wait_cap = seconds                 zoneOperations.wait behaviour
   timing = Timing(...)                               how long each state lasts
   quotas[region][metric] = limit, project_quotas     enforced on insert, reported with usage
+  reservations[zone], future_reservations[zone]      Reservation / FutureReservation resources
+                                                     the aggregated lists return (none)
   advance(seconds), preempt(zone, name), shutdown(zone, name), console(zone, name, text)
   request_window = seconds                           how long a requestId is remembered
   with_error_status = False                          errors without `status`, as older
@@ -411,6 +414,9 @@ class ComputeStandin:
         self.accelerators: dict[str, AcceleratorSpec] = {a.name: a for a in ACCELERATORS}
         self.quotas: dict[str, dict[str, float]] = {r: dict(DEFAULT_QUOTAS) for r in ZONES}
         self.project_quotas: dict[str, float] = dict(DEFAULT_PROJECT_QUOTAS)
+        # zone -> Reservation / FutureReservation resources, listed as given (none by default)
+        self.reservations: dict[str, list[dict[str, Any]]] = {}
+        self.future_reservations: dict[str, list[dict[str, Any]]] = {}
         self.networks: set[str] = {"default"}
         self.lock = threading.Condition(threading.RLock())
         self._ids = itertools.count(1)
@@ -465,6 +471,8 @@ class ComputeStandin:
             "compute.regions.get": self._regions_get,
             "compute.regions.list": self._regions_list,
             "compute.projects.get": self._projects_get,
+            "compute.reservations.aggregatedList": self._reservations_aggregated,
+            "compute.futureReservations.aggregatedList": self._future_aggregated,
         }
 
     # --- life of the server
@@ -1543,6 +1551,32 @@ class ComputeStandin:
             scopes,
             q,
             f"projects/{project}/aggregated/instances",
+        )
+
+    def _reservations_aggregated(
+        self, p: dict[str, str], q: dict[str, str], body: Any
+    ) -> Any:
+        project = p["project"]
+        self._check_project(project)
+        scopes = {z: list(self.reservations.get(z, [])) for z in self._zones()}
+        return self._aggregated(
+            "compute#reservationAggregatedList",
+            "reservations",
+            scopes,
+            q,
+            f"projects/{project}/aggregated/reservations",
+        )
+
+    def _future_aggregated(self, p: dict[str, str], q: dict[str, str], body: Any) -> Any:
+        project = p["project"]
+        self._check_project(project)
+        scopes = {z: list(self.future_reservations.get(z, [])) for z in self._zones()}
+        return self._aggregated(
+            "compute#futureReservationsAggregatedListResponse",
+            "futureReservations",
+            scopes,
+            q,
+            f"projects/{project}/aggregated/futureReservations",
         )
 
     def _serial(self, p: dict[str, str], q: dict[str, str], body: Any) -> Any:

@@ -5,44 +5,17 @@ price catalog: alloc, status, free, the remote listing, and the errors mapped to
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from providers.cloud.http import RetryPolicy
 from tests.conftest import Run
-from tests.drivers.gcp.standin import TOKEN, ComputeStandin
-from tests.providers.apiserver import ApiServer
-from tests.providers.gcp import payloads as p
+from tests.drivers.gcp.standin import ComputeStandin
 
 Cli = Callable[..., Run]
-FAST = RetryPolicy(attempts=3, backoff_seconds=0.0, read_timeout_seconds=10.0)
 ZONE = "us-central1-a"
-
-
-@pytest.fixture
-def billing() -> Iterator[ApiServer]:
-    with ApiServer() as server:
-        server.route(p.SKUS_PATH, p.skus_handler(p.pages(p.catalog(), 50)))
-        yield server
-
-
-@pytest.fixture
-def env(
-    gce: ComputeStandin, billing: ApiServer, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    from drivers.gcp import driver
-
-    monkeypatch.setattr(driver, "RETRY_POLICY", FAST)
-    return {
-        "SHOAL_GCP_TOKEN": TOKEN,
-        "SHOAL_GCP_PROJECT": gce.project,
-        "SHOAL_GCP_COMPUTE_URL": gce.base,
-        "SHOAL_GCP_BILLING_URL": billing.base,
-        "SHOAL_GCP_API_KEY": p.API_KEY,
-    }
 
 
 def ok(run: Run) -> Run:

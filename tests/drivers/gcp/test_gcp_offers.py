@@ -10,7 +10,6 @@ from typing import Any
 
 from tests.conftest import Run
 from tests.drivers.gcp.standin import ComputeStandin
-from tests.drivers.gcp.test_gcp_driver import billing, env  # noqa: F401  (fixtures)
 
 Cli = Callable[..., Run]
 
@@ -39,7 +38,7 @@ def document(*offers: dict[str, Any]) -> str:
 
 def test_a_gcp_offer_fails_over_to_its_next_zone_and_launches_there(
     cli: Cli,
-    env: dict[str, str],  # noqa: F811
+    env: dict[str, str],
     gce: ComputeStandin,
 ) -> None:
     gce.fail_insert("ZONE_RESOURCE_POOL_EXHAUSTED", zone="us-central1-a")
@@ -60,7 +59,7 @@ def test_a_gcp_offer_fails_over_to_its_next_zone_and_launches_there(
 
 def test_an_offer_covered_by_a_reservation_consumes_it_by_name(
     cli: Cli,
-    env: dict[str, str],  # noqa: F811
+    env: dict[str, str],
     gce: ComputeStandin,
 ) -> None:
     covered = gcp_offer(["us-central1-b"])
@@ -79,7 +78,7 @@ def test_an_offer_covered_by_a_reservation_consumes_it_by_name(
 
 def test_the_reservation_option_of_the_driver(
     cli: Cli,
-    env: dict[str, str],  # noqa: F811
+    env: dict[str, str],
     gce: ComputeStandin,
 ) -> None:
     base = ["alloc", "--driver", "gcp", "--cpu", "2", "--ram", "8", "--json"]
