@@ -188,8 +188,8 @@ class GcpDriver:
                 base_url(settings, "gcp", "compute_url", ENV_GCP_COMPUTE_URL, DEFAULT_COMPUTE_URL),
                 project,
                 credentials,
-                auth_hint=credentials.hint(project, project_from, permissions).replace(
-                    "roles/compute.viewer", "roles/compute.instanceAdmin.v1"
+                auth_hint=credentials.hint(
+                    project, project_from, "", role=permissions, doing="manage VMs"
                 ),
                 policy=RETRY_POLICY,
             )

@@ -139,12 +139,21 @@ class GcpCredentials:
         http.credentials = credentials
         http.refresh = lambda: self.renew(used[0])
 
-    def hint(self, project: str, project_from: str, permissions: str) -> str:
-        """How to fix a refused Compute Engine read (the API's 401/403)."""
+    def hint(
+        self,
+        project: str,
+        project_from: str,
+        permissions: str,
+        *,
+        role: str = "roles/compute.viewer",
+        doing: str = "read Compute Engine",
+    ) -> str:
+        """How to fix a refused Compute Engine call (the API's 401/403)."""
+        held = role if permissions in ("", role) else f"{role} ({permissions})"
         return (
-            f"the credentials from {self.where} were refused or may not read Compute Engine "
-            f"in project {project!r} (from {project_from}); grant them roles/compute.viewer "
-            f"({permissions}), fix them, or set {ENV_GCP_PROJECT} to another project"
+            f"the credentials from {self.where} were refused or may not {doing} in project "
+            f"{project!r} (from {project_from}); grant them {held}, fix them, or set "
+            f"{ENV_GCP_PROJECT} to another project"
         )
 
 

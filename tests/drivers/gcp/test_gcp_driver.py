@@ -275,3 +275,14 @@ def test_dry_run_through_the_gce_alias_says_the_choice(
                  "--json", env=env))  # fmt: skip
     assert "e2-standard-8" in run.stdout + run.stderr
     assert gce.calls("compute.instances.insert") == []
+
+
+def test_refused_credentials_are_77_naming_the_role_once(
+    cli: Cli, env: dict[str, str], gce: ComputeStandin
+) -> None:
+    run = alloc(cli, {**env, "SHOAL_GCP_TOKEN": "ya29.not-the-one"}, "--cpu", "2", "--ram", "8",
+                "-o", "machine_type=e2-standard-2")  # fmt: skip
+    assert run.exit_code == 77, run.stderr
+    assert run.stderr.count("roles/compute.instanceAdmin.v1") == 1, run.stderr
+    assert "manage VMs" in run.stderr and "ya29" not in run.stderr
+    gce.take_violations()
