@@ -66,7 +66,8 @@ class AwsSection(CloudSection):
 class AzureSection(CloudSection):
     prices_url: str | None = None
     management_url: str | None = None
-    subscription_id: str | None = None
+    subscription: str | None = None
+    subscription_id: str | None = None  # subscription's older name, still read
 
 
 class GcpSection(CloudSection):

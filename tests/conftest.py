@@ -62,6 +62,7 @@ def cli(home: Path) -> Callable[..., Run]:
             "SHOAL_CONFIG": None,
             **aws_isolation(home),
             **gcp_isolation(home),
+            **azure_isolation(home),
         }
         full_env.update(env or {})
         result = runner.invoke(app, list(args), input=input, env=full_env, catch_exceptions=False)
@@ -128,13 +129,40 @@ def gcp_isolation(home: Path) -> dict[str, str | None]:
     }
 
 
+def azure_isolation(home: Path) -> dict[str, str | None]:
+    """No Azure credentials or subscription from the machine running the tests: the CLI reads
+    the Azure CLI's files and an Azure VM's managed identity as Azure's tools do
+    (providers/azure/credentials.py); never the instance metadata service of a CI machine
+    that is an Azure VM."""
+    return {
+        "AZURE_CONFIG_DIR": str(home / "no-azure"),
+        "SHOAL_AZURE_NO_IMDS_CHECK": "true",
+        **dict.fromkeys(
+            (
+                "AZURE_CLIENT_ID",
+                "AZURE_TENANT_ID",
+                "AZURE_CLIENT_SECRET",
+                "AZURE_CLIENT_CERTIFICATE_PATH",
+                "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+                "AZURE_FEDERATED_TOKEN_FILE",
+                "AZURE_AUTHORITY_HOST",
+                "IDENTITY_ENDPOINT",
+                "IDENTITY_HEADER",
+                "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+                "AZURE_TOKEN_CREDENTIALS",
+                "AZURE_SUBSCRIPTION_ID",
+            )
+        ),
+    }
+
+
 def shoal_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli", *args]
 
 
 def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHOAL_", "AWS_"))}
-    isolation = {**aws_isolation(home), **gcp_isolation(home)}
+    isolation = {**aws_isolation(home), **gcp_isolation(home), **azure_isolation(home)}
     for name in [k for k, v in isolation.items() if v is None]:
         env.pop(name, None)
     env.update({k: v for k, v in isolation.items() if v is not None})

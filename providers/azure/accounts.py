@@ -1,8 +1,8 @@
 """An Azure subscription's capacity: vCPU quotas per family and region, and capacity
 reservations, as the provider-neutral records of providers/accounts/model.py.
 
-APIs asked (Azure Resource Manager, bearer token in SHOAL_AZURE_TOKEN, subscription in
-AZURE_SUBSCRIPTION_ID; every list is paged by `nextLink`):
+APIs asked (Azure Resource Manager, with credentials and a subscription as credentials.py
+finds them; every list is paged by `nextLink`):
 - Subscriptions - List Locations (physical regions), api-version 2022-12-01:
   https://learn.microsoft.com/rest/api/resources/subscriptions/list-locations
 - Usage - List, per region: `value[]` of {currentValue, limit, name: {value,
@@ -55,13 +55,13 @@ from providers.azure.account_parse import (
 from providers.azure.fetch import DEFAULT_MANAGEMENT_URL, LOCATIONS_API_VERSION, next_url
 from providers.cloud.bearer import BearerApi
 from providers.cloud.http import RetryPolicy
-from providers.config import base_url, setting
+from providers.config import base_url
 from providers.core.env import (
     ENV_AZURE_MANAGEMENT_URL,
     ENV_AZURE_SUBSCRIPTION_ID,
     ENV_AZURE_TOKEN,
 )
-from providers.core.errors import CredentialsError, ShoalError, one_line, usable_credential
+from providers.core.errors import CredentialsError, ShoalError, one_line
 from providers.core.settings import Settings
 from providers.core.timeutil import utcnow
 from providers.core.urls import display
@@ -81,6 +81,9 @@ USAGES_PATH = "/providers/Microsoft.Compute/locations/{location}/usages"
 GROUPS_PATH = "/providers/Microsoft.Compute/capacityReservationGroups"
 READ_GROUPS = "Microsoft.Compute/capacityReservationGroups/read"
 READ_RESERVATIONS = "Microsoft.Compute/capacityReservationGroups/capacityReservations/read"
+PERMISSIONS = (
+    f"the Reader role (Microsoft.Compute/locations/usages/read, {READ_GROUPS}, {READ_RESERVATIONS})"
+)
 AUTH_HINT = (
     f"set {ENV_AZURE_TOKEN} to a valid bearer token for Azure Resource Manager "
     f"(`az account get-access-token --query accessToken -o tsv`) and "
@@ -125,23 +128,17 @@ class AzureAccounts(BearerApi):
         policy: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> AzureAccounts:
-        token = usable_credential(settings.env.get(ENV_AZURE_TOKEN, "").strip(), ENV_AZURE_TOKEN)
-        subscription = setting(settings, PROVIDER, "subscription_id", ENV_AZURE_SUBSCRIPTION_ID)
-        missing = [
-            name
-            for name, value in ((ENV_AZURE_TOKEN, token), (ENV_AZURE_SUBSCRIPTION_ID, subscription))
-            if not value.strip()
-        ]
-        if missing:
-            raise CredentialsError(
-                f"azure: a subscription's quotas need {' and '.join(missing)}; set "
-                f"{ENV_AZURE_TOKEN} to a bearer token for Azure Resource Manager (`az account "
-                f"get-access-token --query accessToken -o tsv`) and {ENV_AZURE_SUBSCRIPTION_ID} "
-                f"(or [azure] subscription_id) to the subscription id"
-            )
-        return cls(
-            token=token,
-            subscription=subscription.strip(),
+        # Credentials as Azure's own tools find them (providers/azure/credentials.py): found
+        # here without a request; the token is asked for at the first read, renewed on a 401.
+        from providers.azure.credentials import find_credentials, find_subscription, missing
+
+        credentials = find_credentials(settings, policy=policy)
+        subscription, subscription_from = find_subscription(settings, credentials)
+        if credentials is None or not subscription:
+            raise CredentialsError(missing("a subscription's quotas", credentials, subscription))
+        made = cls(
+            token="",
+            subscription=subscription,
             management_url=base_url(
                 settings,
                 PROVIDER,
@@ -152,6 +149,10 @@ class AzureAccounts(BearerApi):
             policy=policy,
             transport=transport,
         )
+        made.tokens = credentials
+        if credentials.kind != "token":  # a refusal's fix names where they came from
+            made.auth_hint = credentials.hint(subscription, subscription_from, PERMISSIONS)
+        return made
 
     # -- plumbing ----------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """Azure's network side: VM prices per region from the keyless Retail Prices API, shapes from
-the Resource SKUs API when a token is given, otherwise from shoal's built-in size table
-(sizes.py) and, for sizes it lacks, from the size names.
+the Resource SKUs API with Azure credentials and a subscription (as credentials.py finds
+them: SHOAL_AZURE_TOKEN, a service principal, a managed identity, the Azure CLI's login),
+otherwise from shoal's built-in size table (sizes.py) and, for sizes it lacks, from the
+size names.
 
 Docs: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices,
 https://learn.microsoft.com/rest/api/compute/resource-skus/list,
@@ -10,7 +12,7 @@ https://learn.microsoft.com/rest/api/resources/subscriptions/list-locations
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from providers import gpus
@@ -18,7 +20,7 @@ from providers.azure import parse, sizes
 from providers.azure.regions import PUBLIC_REGIONS
 from providers.cloud.http import CloudHttp, RetryPolicy
 from providers.cloud.offers import Offer, Progress, Snapshot, no_progress
-from providers.config import base_url, setting
+from providers.config import base_url
 from providers.core.env import (
     ENV_AZURE_MANAGEMENT_URL,
     ENV_AZURE_PRICES_URL,
@@ -31,6 +33,11 @@ from providers.core.timeutil import utcnow
 from providers.core.urls import display, origin
 from providers.models import RegionSpec
 
+if TYPE_CHECKING:
+    from providers.azure.tokens import AzureCredentials
+
+Access = Callable[[], "tuple[AzureCredentials | None, str, str]"]
+
 PROVIDER = "azure"
 DEFAULT_PRICES_URL = "https://prices.azure.com"
 DEFAULT_MANAGEMENT_URL = "https://management.azure.com"
@@ -41,9 +48,14 @@ LOCATIONS_API_VERSION = "2022-12-01"
 # A region's VM prices are tens of pages; a server handing out links forever is a bug.
 MAX_PAGES = 2000
 NO_TOKEN_NOTE = (
-    "sizes' shapes come from the Resource SKUs API only with an Azure token (set "
-    "SHOAL_AZURE_TOKEN and AZURE_SUBSCRIPTION_ID); without one, from shoal's built-in Azure "
-    "size table, else from the size name"
+    "sizes' shapes come from the Resource SKUs API only with Azure credentials and a "
+    "subscription (`az login`, a service principal, or SHOAL_AZURE_TOKEN and "
+    "AZURE_SUBSCRIPTION_ID); without them, from shoal's built-in Azure size table, else from "
+    "the size name"
+)
+SKUS_PERMISSIONS = (
+    "the Reader role (Microsoft.Compute/skus/read, "
+    "Microsoft.Resources/subscriptions/locations/read)"
 )
 NAME_SOURCE = "the Azure size name (vCPUs, GPUs; memory unknown)"
 _AUTH_HINT = (
@@ -79,7 +91,7 @@ def next_url(link: str, base: str) -> str:
 
 
 class AzureFetcher:
-    """Prices from the Retail Prices API; shapes from Resource SKUs with a token."""
+    """Prices from the Retail Prices API; shapes from Resource SKUs with credentials."""
 
     provider = PROVIDER
 
@@ -92,28 +104,47 @@ class AzureFetcher:
         subscription: str = "",
         policy: RetryPolicy | None = None,
         max_pages: int = MAX_PAGES,
+        access: Access | None = None,
     ) -> None:
+        """`access` finds the credentials and subscription at the first Resource Manager
+        read (so that a fetcher serving the cache finds nothing); without it, `token` and
+        `subscription` are used as they are."""
+        from providers.azure.tokens import AzureCredentials
+
         self.prices_url = prices_url.rstrip("/")
         self.management_url = management_url.rstrip("/")
-        self.token = token
         self.subscription = subscription
         self.max_pages = max_pages
         self.prices = CloudHttp(PROVIDER, policy=policy)
         self.management = CloudHttp(PROVIDER, auth_hint=_AUTH_HINT, secrets=[token], policy=policy)
+        static = AzureCredentials(where=ENV_AZURE_TOKEN, kind="token", static=token)
+        given = static if token else None
+        self._access = access or (lambda: (given, subscription, ENV_AZURE_SUBSCRIPTION_ID))
+        self._credentials: AzureCredentials | None = None
+        self._found = False
+        self._policy = policy
 
     @classmethod
     def from_settings(
         cls, settings: Settings, *, policy: RetryPolicy | None = None, max_pages: int = MAX_PAGES
     ) -> AzureFetcher:
+        from providers.azure import credentials as chain
+
         token = usable_credential(settings.env.get(ENV_AZURE_TOKEN, "").strip(), ENV_AZURE_TOKEN)
-        subscription = setting(settings, PROVIDER, "subscription_id", ENV_AZURE_SUBSCRIPTION_ID)
-        if token and not subscription.strip():
+        if token and not chain.find_subscription(settings)[0]:
             # The token is optional, but once given it is only usable with a subscription.
             raise CredentialsError(
                 f"azure: {ENV_AZURE_TOKEN} is set but {ENV_AZURE_SUBSCRIPTION_ID} is not; set "
                 f"{ENV_AZURE_SUBSCRIPTION_ID} to the subscription id the token can read "
                 f"(or unset {ENV_AZURE_TOKEN} for prices with name-derived specs)"
             )
+
+        def access() -> tuple[AzureCredentials | None, str, str]:
+            # Found at the first Resource Manager read: a fetcher serving the cache looks
+            # for none (and fails on none that are broken).
+            credentials = chain.find_credentials(settings, policy=policy)
+            return credentials, *chain.find_subscription(settings, credentials)
+
         return cls(
             prices_url=base_url(
                 settings, PROVIDER, "prices_url", ENV_AZURE_PRICES_URL, DEFAULT_PRICES_URL
@@ -125,10 +156,9 @@ class AzureFetcher:
                 ENV_AZURE_MANAGEMENT_URL,
                 DEFAULT_MANAGEMENT_URL,
             ),
-            token=token,
-            subscription=subscription.strip(),
             policy=policy,
             max_pages=max_pages,
+            access=access,
         )
 
     def close(self) -> None:
@@ -166,15 +196,28 @@ class AzureFetcher:
 
     # -- the Fetcher protocol ------------------------------------------------------------
 
-    def _auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
+    @property
+    def _has_token(self) -> bool:
+        """Whether shapes and regions come from Resource Manager: credentials and a
+        subscription found (asked once; the client then sends them and renews them on a
+        401)."""
+        if not self._found:
+            credentials, self.subscription, subscription_from = self._access()
+            self._credentials, self._found = credentials, True
+            if credentials is not None and self.subscription:
+                if credentials.kind != "token":  # a refusal's fix names where they came from
+                    hint = credentials.hint(self.subscription, subscription_from, SKUS_PERMISSIONS)
+                    self.management.close()
+                    self.management = CloudHttp(PROVIDER, auth_hint=hint, policy=self._policy)
+                credentials.wire(self.management)
+        return self._credentials is not None and bool(self.subscription)
 
     def _subscription_url(self, tail: str) -> str:
         return f"{self.management_url}/subscriptions/{quote(self.subscription, safe='')}{tail}"
 
     def list_regions(self) -> list[RegionSpec]:
-        """Physical regions from the Subscriptions API with a token, else PUBLIC_REGIONS."""
-        if not self.token:
+        """Physical regions from the Subscriptions API with credentials, else PUBLIC_REGIONS."""
+        if not self._has_token:
             return [RegionSpec(name=n, location=d) for n, d in sorted(PUBLIC_REGIONS.items())]
         regions: list[RegionSpec] = []
 
@@ -187,7 +230,7 @@ class AzureFetcher:
             self.management,
             self._subscription_url("/locations"),
             {"api-version": LOCATIONS_API_VERSION},
-            self._auth(),
+            None,  # the client sends the credentials (`_has_token` wired them)
             page,
         )
         return sorted(regions, key=lambda r: r.name)
@@ -225,7 +268,7 @@ class AzureFetcher:
             )
             snapshot.notes.extend(ignored)
             return snapshot
-        if self.token:
+        if self._has_token:
             self._apply_skus(snapshot, region)
         else:
             snapshot.notes.append(NO_TOKEN_NOTE)
@@ -246,7 +289,7 @@ class AzureFetcher:
             self.management,
             url,
             {"api-version": SKUS_API_VERSION, "$filter": f"location eq '{_odata(region)}'"},
-            self._auth(),
+            None,
             page,
         )
         restricted = sorted(n for n in snapshot.offers if n in specs and specs[n].restricted)

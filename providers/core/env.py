@@ -25,8 +25,28 @@ ENV_AWS_QUOTAS_URL = "SHOAL_AWS_QUOTAS_URL"  # Service Quotas API; {region} is r
 ENV_AWS_SSM_URL = "SHOAL_AWS_SSM_URL"  # SSM API (public AMI parameters); {region} is replaced
 ENV_AZURE_PRICES_URL = "SHOAL_AZURE_PRICES_URL"  # default https://prices.azure.com
 ENV_AZURE_MANAGEMENT_URL = "SHOAL_AZURE_MANAGEMENT_URL"  # default https://management.azure.com
-ENV_AZURE_TOKEN = "SHOAL_AZURE_TOKEN"  # bearer token for the Resource SKUs API
+ENV_AZURE_TOKEN = "SHOAL_AZURE_TOKEN"  # an ARM bearer token as it is, before the chain below
 ENV_AZURE_SUBSCRIPTION_ID = "AZURE_SUBSCRIPTION_ID"
+# Azure credentials, read as Azure's own tools read them (providers/azure/credentials.py,
+# azure-identity's DefaultAzureCredential): a service principal's client id and tenant with a
+# secret or a certificate (PEM or PKCS#12, maybe with a password); a workload's federated
+# token file (AKS workload identity); the token endpoint's authority; App Service's managed
+# identity endpoint and its header; the instance metadata service's authority (asked
+# without it only on an Azure VM) and shoal's switch that says not to look for one; the
+# chain's narrowing ("dev", "prod" or one credential's name); the Azure CLI's directory.
+ENV_AZURE_CLIENT_ID = "AZURE_CLIENT_ID"
+ENV_AZURE_TENANT_ID = "AZURE_TENANT_ID"
+ENV_AZURE_CLIENT_SECRET = "AZURE_CLIENT_SECRET"
+ENV_AZURE_CLIENT_CERTIFICATE_PATH = "AZURE_CLIENT_CERTIFICATE_PATH"
+ENV_AZURE_CLIENT_CERTIFICATE_PASSWORD = "AZURE_CLIENT_CERTIFICATE_PASSWORD"
+ENV_AZURE_FEDERATED_TOKEN_FILE = "AZURE_FEDERATED_TOKEN_FILE"
+ENV_AZURE_AUTHORITY_HOST = "AZURE_AUTHORITY_HOST"  # default https://login.microsoftonline.com
+ENV_AZURE_IDENTITY_ENDPOINT = "IDENTITY_ENDPOINT"  # App Service, Functions, Container Apps
+ENV_AZURE_IDENTITY_HEADER = "IDENTITY_HEADER"
+ENV_AZURE_IMDS_AUTHORITY = "AZURE_POD_IDENTITY_AUTHORITY_HOST"  # default http://169.254.169.254
+ENV_AZURE_NO_IMDS_CHECK = "SHOAL_AZURE_NO_IMDS_CHECK"  # "true": never ask an Azure VM's IMDS
+ENV_AZURE_TOKEN_CREDENTIALS = "AZURE_TOKEN_CREDENTIALS"
+ENV_AZURE_CONFIG_DIR = "AZURE_CONFIG_DIR"  # default ~/.azure
 ENV_GCP_BILLING_URL = "SHOAL_GCP_BILLING_URL"  # default https://cloudbilling.googleapis.com
 ENV_GCP_COMPUTE_URL = "SHOAL_GCP_COMPUTE_URL"  # default https://compute.googleapis.com
 ENV_GCP_API_KEY = "SHOAL_GCP_API_KEY"  # Cloud Billing Catalog API key
@@ -52,5 +72,6 @@ ENV_KUBE_CONTEXT = "SHOAL_KUBE_CONTEXT"  # the context when neither --context no
 # Container driver: where the Docker-compatible engine listens (unix:///path or tcp://host:port).
 ENV_DOCKER_HOST = "DOCKER_HOST"
 
-# The user's home directory, where gcloud keeps its files unless CLOUDSDK_CONFIG says.
+# The user's home directory, where gcloud and the Azure CLI keep their files unless
+# CLOUDSDK_CONFIG or AZURE_CONFIG_DIR says.
 ENV_USER_HOME = "HOME"

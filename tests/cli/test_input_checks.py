@@ -46,7 +46,7 @@ def refused(run: Any, code: int, *named: str) -> str:
         ("[local]\nreserve_cpus = 1", "local", "[local] reserve_cpus", "reserve_cpu"),
         ("[local.pricing]\nondemand = 1", "local", "[local.pricing] ondemand", "on_demand"),
         ("[aws]\nttl_hour = 1", "aws", "[aws] ttl_hour", "ttl_hours"),
-        ("[azure]\nsubscription = 'x'", "azure", "[azure] subscription", "subscription_id"),
+        ("[azure]\nsubscripton_id = 'x'", "azure", "[azure] subscripton_id", "subscription_id"),
         ("[gcp]\nprojet = 'x'", "gcp", "[gcp] projet", "project"),
         ("[kubernetes]\npool_labels = 'x'", "kubernetes", "[kubernetes] pool_labels", "pool_label"),
         ("[image]\nmax_entrys = 9", "image", "[image] max_entrys", "max_entries"),
