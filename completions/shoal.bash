@@ -111,7 +111,7 @@ _shoal() {
     [[ $cur == = ]] && return 0  # `--driver=` then TAB: type a letter first
     if [[ -n $skip ]]; then
         case "$cmd:$skip" in
-            alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws container docker ec2 gce gcp kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
+            alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws azure container docker ec2 gce gcp kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
             alloc:--provider|alloc:-p|'catalog export:--provider'|'catalog export:-p'|offers:--provider|offers:-p|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
             alloc:--output) _shoal_words 'table json yaml' ;;
             'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|offers:--output|offers:-o|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;

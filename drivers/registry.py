@@ -33,6 +33,7 @@ _REGISTRY: LazyRegistry[DriverFactory] = LazyRegistry(
     "shoal.drivers",
     {
         "aws": "drivers.aws.driver:AwsDriver",
+        "azure": "drivers.azure.driver:AzureDriver",
         "container": "drivers.container.driver:ContainerDriver",
         "gcp": "drivers.gcp.driver:GcpDriver",
         "kubernetes": "drivers.kubernetes.driver:KubernetesDriver",

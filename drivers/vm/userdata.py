@@ -28,6 +28,7 @@ from providers.core.errors import UsageError
 
 MAX_BYTES = 16 * 1024  # EC2's limit on user-data before base64
 PER_BOOT = "/var/lib/cloud/scripts/per-boot/shoal-expiry.sh"
+END_SCRIPT = "/usr/local/sbin/shoal-end"
 
 
 def _quote(value: str) -> str:
@@ -40,8 +41,15 @@ def user_data(
     expires: datetime | None,
     environment: Mapping[str, str],
     entry: Sequence[str],
+    end: str = "",
 ) -> bytes:
-    """The script, at most MAX_BYTES (a larger one is a UsageError naming what to shrink)."""
+    """The script, at most MAX_BYTES (a larger one is a UsageError naming what to shrink).
+
+    `end`: a shell script that ends the instance itself at its expiry, for a cloud where a
+    shutdown from inside does not (Azure: a VM shut down stays allocated and billed). It is
+    written to END_SCRIPT and run at the expiry instead of the shutdown, and no system
+    shutdown timer is armed (a halted OS could not run it); it shuts down itself if it
+    cannot end the instance."""
     lines = [
         "#!/bin/sh",
         f"# Written by shoal for allocation {allocation_id}; runs once, as root, at first boot.",
@@ -58,13 +66,26 @@ def user_data(
             f"cat > {PER_BOOT} <<'SHOAL_EXPIRY'",
             "#!/bin/sh",
             f"left=$(( {epoch} - $(date +%s) ))",
-            f'if [ "$left" -le 0 ]; then exec shutdown -h now {message}; fi',
-            f"shutdown -h +$(( (left + 59) / 60 )) {message} >/dev/null 2>&1",
-            'nohup setsid sh -c "sleep $left; shutdown -h now" >/dev/null 2>&1 </dev/null &',
-            "SHOAL_EXPIRY",
-            f"chmod 755 {PER_BOOT}",
-            PER_BOOT,
         ]
+        if end:
+            lines += [
+                f'if [ "$left" -le 0 ]; then exec {END_SCRIPT}; fi',
+                f'nohup setsid sh -c "sleep $left; exec {END_SCRIPT}" >/dev/null 2>&1 </dev/null &',
+                "SHOAL_EXPIRY",
+                f"mkdir -p {END_SCRIPT.rsplit('/', 1)[0]}",
+                f"cat > {END_SCRIPT} <<'SHOAL_END'",
+                end.rstrip("\n"),
+                "SHOAL_END",
+                f"chmod 700 {END_SCRIPT}",
+            ]
+        else:
+            lines += [
+                f'if [ "$left" -le 0 ]; then exec shutdown -h now {message}; fi',
+                f"shutdown -h +$(( (left + 59) / 60 )) {message} >/dev/null 2>&1",
+                'nohup setsid sh -c "sleep $left; shutdown -h now" >/dev/null 2>&1 </dev/null &',
+                "SHOAL_EXPIRY",
+            ]
+        lines += [f"chmod 755 {PER_BOOT}", PER_BOOT]
     if environment:
         lines.append("# The allocation's metadata and env:")
         lines += [f"export {name}={_quote(value)}" for name, value in environment.items()]
