@@ -26,7 +26,8 @@ cpu_limit = 8
 token = "s3cr3t-not-for-menus"
 """
 KINDS = [
-    "aws", "azure", "container", "docker", "ec2", "gce", "gcp", "kubernetes", "podman", "process", "test"
+    "aws", "azure", "container", "docker", "ec2", "gce", "gcp", "kubernetes", "podman", "process",
+    "test",
 ]
 INSTANCES = ["test/dev", "kubernetes/prod"]
 
