@@ -10,8 +10,7 @@ unavailable: the next alloc skips it), and the next zone, region, offer and prov
 tried; any other error (credentials 77, a definition at fault 2, ...) ends the failover at
 once, as it would fail every offer alike. An offer of several instances (eight 1-GPU
 instances for 8 GPUs) launches all of them or none: the ones made are freed when one finds
-no room. When every offer failed, one error lists every attempt (75). gcp and azure offers
-are named and skipped: no driver launches them yet.
+no room. When every offer failed, one error lists every attempt (75).
 
 With `--wait`, a round that found no room is tried again after a backoff (doubling, with
 jitter: drivers.service.alloc.retry_delays), until the timeout; a later round tries what

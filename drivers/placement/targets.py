@@ -13,7 +13,10 @@ offer's own choices, which win:
   `fallback=off`; an offer covered by a reservation consumes it by name
   (`reservation=NAME`: reservationAffinity SPECIFIC_RESERVATION); an offer without zones is
   skipped, saying why.
-- azure and any name no driver has: no driver launches them yet; the target says so.
+- azure: `-o location=`, `size=`, `spot=` and `fallback=off`; an offer covered by a
+  capacity reservation launches into its group (`capacity_reservation_group=NAME`, in the
+  reservation's zone). Sizes not given are the size's.
+- any name no driver has: no driver launches it; the target says so.
 
 `-o DRIVER.KEY=VALUE` (`-o aws.image=ami-...`, `-o kubernetes.image=busybox`) gives an
 option to one driver's offers only: the offers of a document may be for several drivers,
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from drivers.placement.document import Request
     from drivers.spec.types import LabelDefinition
 
-NO_DRIVER_YET = ("azure",)  # offers `shoal offers` makes that no driver launches yet
+NO_DRIVER_YET: tuple[str, ...] = ()  # offers `shoal offers` makes that no driver launches yet
 # Drivers whose offers launch once per zone (each named and remembered on its own); an offer
 # of theirs that names no zone is not launched: the driver would place it in its own zone,
 # which may be in another region than the offer's price.
@@ -44,6 +47,7 @@ ZONED = ("aws", "gcp")
 OFFER_KEYS = {
     "aws": ("region", "zone", "instance_type", "market", "spot", "reservation", "fallback"),
     "gcp": ("zone", "machine_type", "spot", "reservation", "fallback"),
+    "azure": ("location", "size", "spot", "zone", "capacity_reservation_group", "fallback"),
     "kubernetes": ("spot", "gpus"),
     "process": (),
 }
@@ -98,8 +102,11 @@ def targets(offers: list[Offer]) -> list[Target]:
         reserved = offer.reservation
         if reserved is not None and reserved.zone and not offer.spot:
             zones = (reserved.zone,)  # a reservation holds its instances in one zone
-        if _kinds().get(offer.driver) in ZONED and zones:
+        kind = _kinds().get(offer.driver)
+        if kind in ZONED and zones:
             out.extend(Target(offer, zone) for zone in zones)
+        elif kind == "azure" and reserved is not None and reserved.zone and not offer.spot:
+            out.append(Target(offer, reserved.zone))  # a VM is regional unless it names one
         else:
             out.append(Target(offer))
     return out
@@ -167,8 +174,9 @@ def definition(base: Base, target: Target, request: Request) -> LabelDefinition:
     options = {
         k: v for k, v in base.options_for(driver).items() if k not in OFFER_KEYS.get(driver, ())
     }
-    if driver in ZONED:
-        options.update(_aws(target) if driver == "aws" else _gcp(target))
+    if driver in (*ZONED, "azure"):
+        made = {"aws": _aws, "gcp": _gcp, "azure": _azure}[driver]
+        options.update(made(target))
         shape = offer.shape
         if "cpu" not in resources and shape.vcpus:
             resources["cpu"] = max(1, math.floor(shape.vcpus))
@@ -213,6 +221,24 @@ def _gcp(target: Target) -> dict[str, Any]:
     reserved = offer.reservation
     if reserved is not None and not offer.spot:
         options["reservation"] = reserved.id  # consumed by name (reservationAffinity)
+    return options
+
+
+def _azure(target: Target) -> dict[str, Any]:
+    offer = target.offer
+    options: dict[str, Any] = {
+        "location": offer.region,
+        "size": offer.instance_type,
+        "spot": offer.spot,
+        "fallback": "off",  # the next region, size is the next target's
+    }
+    if target.zone:
+        options["zone"] = target.zone
+    reserved = offer.reservation
+    if reserved is not None and not offer.spot:
+        # The reservation's id is GROUP/RESERVATION: a VM names the group, Azure places it
+        # on the group's reservation of its size (in its zone).
+        options["capacity_reservation_group"] = reserved.id.split("/", 1)[0]
     return options
 
 

@@ -472,21 +472,21 @@ def test_an_offer_of_several_instances_launches_all_or_none(
 def test_offers_of_providers_without_a_driver_are_named_and_skipped(
     cli: Cli, reap_workloads: None
 ) -> None:
-    azure = offer("azure", region="eastus", instance_type="Standard_ND96asr_v4")
+    other = offer("lambda", region="us-east-1", instance_type="gpu_8x_h100_sxm5")
     # gcp has a driver: an offer of it without zones is skipped (its VM must go to a zone of
     # the offer's region, which the driver's own default zone may not be in).
     gcp = offer("gcp", region="us-central1", instance_type="a3-highgpu-8g")
-    run = place(cli, document(azure, gcp, local()), "-o", "entry=sleep 60", "--cpu", "1",
+    run = place(cli, document(other, gcp, local()), "-o", "entry=sleep 60", "--cpu", "1",
                 "--ram", "1")  # fmt: skip
     assert lines(run, "skipped ") == [
-        "skipped azure eastus Standard_ND96asr_v4 spot: no azure driver yet",
+        "skipped lambda us-east-1 gpu_8x_h100_sxm5 spot: no lambda driver yet",
         "skipped gcp us-central1 a3-highgpu-8g spot: its zones are unknown (`shoal offers` "
         "lists the zones of gcp's GPU series with credentials), and a VM must be placed in a "
         "zone of its region",
     ]
     assert run.stdout.strip().startswith("process-")
-    run = place(cli, document(azure), code=2)
-    assert "no offer can be launched: skipped azure eastus Standard_ND96asr_v4 spot: no " in (
+    run = place(cli, document(other), code=2)
+    assert "no offer can be launched: skipped lambda us-east-1 gpu_8x_h100_sxm5 spot: no " in (
         run.stderr
     )
 

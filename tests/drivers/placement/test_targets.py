@@ -141,12 +141,12 @@ def test_options_scoped_to_no_driver_are_refused() -> None:
 
 
 def test_offers_no_driver_launches_are_not_launchable() -> None:
-    azure = aws_offer(provider="azure", driver="azure", region={"name": "eastus"})
+    other = aws_offer(provider="lambda", driver="lambda", region={"name": "us-east-1"})
     ec2 = aws_offer(driver="ec2")
-    read = parse(doc(azure, ec2), "x")
+    read = parse(doc(other, ec2), "x")
     found = targets(read.offers)
     assert [t.launchable for t in found] == [False, True, True]
-    assert found[0].skipped == "no azure driver yet"
+    assert found[0].skipped == "no lambda driver yet"
     # An alias is its driver: the aws options.
     assert definition(Base({}), found[1], read.request).options["region"] == "us-east-1"
 
@@ -169,3 +169,25 @@ def test_a_gcp_offer_launches_in_each_of_its_zones_and_not_without_one() -> None
         "image": "projects/p/global/images/family/f", "zone": "us-central1-c",
         "machine_type": "a3-highgpu-8g", "spot": True, "fallback": "off",
     }  # fmt: skip
+
+
+def test_an_azure_offer_names_its_location_size_and_reservation_group() -> None:
+    plain = aws_offer(provider="azure", driver="azure", region={"name": "eastus"}, zones=[],
+                      instanceType="Standard_ND96asr_v4", market="spot")
+    reserved = aws_offer(
+        provider="azure", driver="azure", region={"name": "westeurope"}, zones=[],
+        instanceType="Standard_D4s_v5", market="onDemand",
+        reservation={"id": "ci-group/d4", "kind": "capacity-reservation", "zone": "2",
+                     "available": 3, "total": 4},
+    )  # fmt: skip
+    read = parse(doc(plain, reserved), "x")
+    found = targets(read.offers)
+    assert [(t.launchable, t.zone) for t in found] == [(True, ""), (True, "2")]
+    spot = definition(Base({}), found[0], read.request)
+    assert spot.options == {"location": "eastus", "size": "Standard_ND96asr_v4", "spot": True,
+                            "fallback": "off"}  # fmt: skip
+    into = definition(Base({"options": {"size": "mine", "entry": "true"}}), found[1],
+                      read.request).options  # fmt: skip
+    assert into == {"entry": "true", "location": "westeurope", "size": "Standard_D4s_v5",
+                    "spot": False, "fallback": "off", "zone": "2",
+                    "capacity_reservation_group": "ci-group"}  # fmt: skip
