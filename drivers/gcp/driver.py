@@ -457,7 +457,10 @@ class GcpDriver:
         inserts = self._inserts
         try:
             op = inserts.insert(compute, zone, body, rid, allocation_id)
-            inserts.follow(compute, op, OPERATION_SECONDS, where, allocation_id)
+            compute.follow(op, OPERATION_SECONDS, where)
+        except KeyboardInterrupt:
+            inserts.interrupted(allocation_id)  # wherever it came, its cleanup is bounded
+            raise
         except ApiRefused as exc:
             inserts.known(allocation_id)
             raise _usage(exc, _field_of(exc.message)) from None

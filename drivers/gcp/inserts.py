@@ -5,17 +5,25 @@ its id (a bare handle: the cleanup of an alloc interrupted by Ctrl-C, or of one 
 An insert Google took has an operation in its zone from then on, and its VM is listed only
 once the operation started running: a VM whose insert is still PENDING is in no list and a
 delete of it is a 404, and it appears a moment later. So a bare handle's cleanup asks the
-zone's operations, not only the labels: every insert of the allocation's instance (its
-name is derived from the allocation id) is followed to DONE before the name is deleted.
-Which zone: this run's insert, or the launch note (drivers/vm/launches.py, `gcp-inserts/`
-in the state dir) written before the request went out. A note without an operation is in
-doubt while it is young (the request may have been on the wire when shoal died: Google
-takes it a moment later); past DOUBT_WINDOW_SECONDS it proves nothing was made.
+zone's operations (every page of them), not only the labels: every insert of the
+allocation's instance (its name is derived from the allocation id) must be DONE before the
+name is deleted. Which zone: this run's insert, or the launch note (drivers/vm/launches.py,
+`gcp-inserts/` in the state dir) written before the request went out and kept until the
+allocation is settled. A note without an operation is in doubt while it is young (the
+request may have been on the wire when shoal died: Google takes it a moment later); past
+DOUBT_WINDOW_SECONDS it proves nothing was made. An insert operation not DONE is in doubt
+however old its note.
 
-What cannot be settled now is never called ended: after Ctrl-C, the cleanup waits up to
-GRACE_SECONDS (interrupts held by its caller) and otherwise leaves the allocation to the
-next command's recovery (LeftForRecovery: exit 130, the row not recorded FAILED); a
-recovery keeps the row ORPHANED (InsertInDoubt, a RetryableError) and asks again next time.
+The cleanup of this run's own insert (its allocate failed, or Ctrl-C ended it, while the
+insert was under way) waits up to GRACE_SECONDS for it (interrupts held by its caller),
+reading the zone's operations every POLL_SECONDS rather than following the operation with
+zoneOperations.wait, which Google may hold for two minutes. What cannot be settled by then
+is never called ended: after Ctrl-C it is left to the next command's recovery
+(LeftForRecovery: exit 130, the row not recorded FAILED); after a failure the row is FAILED
+and a warning names `shoal free ID`, which ends what shows later (end_leftovers). A
+recovery asks once and keeps the row ORPHANED while in doubt (InsertInDoubt, a
+RetryableError); it asks again at the next command. An operation that could not be read
+is no answer: in doubt, never "nothing was made".
 """
 
 from __future__ import annotations
@@ -33,8 +41,13 @@ if TYPE_CHECKING:
 
 FOLDER = "gcp-inserts"
 DOUBT_WINDOW_SECONDS = 60.0
+# A note names the zone to look in for as long as its allocation is not settled (an orphan
+# whose insert is PENDING for minutes, a FAILED row `free` ends the leftovers of): kept
+# that long, not only through the doubt window.
+KEEP_NOTES_SECONDS = 7 * 86400.0
 GRACE_SECONDS = 10.0
 POLL_SECONDS = 0.5
+MAX_PAGES = 100  # of the zone's insert operations (500 a page)
 
 
 class InsertInDoubt(RetryableError):
@@ -62,23 +75,14 @@ class Inserts:
         self, compute: Compute, zone: str, body: dict[str, Any], rid: str, allocation_id: str
     ) -> dict[str, Any]:
         """instances.insert, noted first (a note that cannot be written sends nothing)."""
-        self._notes.sent(allocation_id, zone, window=DOUBT_WINDOW_SECONDS)
+        self._notes.sent(allocation_id, zone, window=KEEP_NOTES_SECONDS)
         sent = self._sent[allocation_id] = Sent(zone)
-        op = self._guard(allocation_id, lambda: compute.insert(zone, body, rid))
-        sent.op = op
-        return op
+        sent.op = compute.insert(zone, body, rid)
+        return sent.op
 
-    def follow(
-        self, compute: Compute, op: dict[str, Any], seconds: float, where: str, allocation_id: str
-    ) -> dict[str, Any]:
-        return self._guard(allocation_id, lambda: compute.follow(op, seconds, where))
-
-    def _guard(self, allocation_id: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return call()
-        except KeyboardInterrupt:
-            self._interrupted.add(allocation_id)
-            raise
+    def interrupted(self, allocation_id: str) -> None:
+        """Ctrl-C ended its allocate: what its cleanup cannot settle is left to recovery."""
+        self._interrupted.add(allocation_id)
 
     def known(self, allocation_id: str) -> None:
         """The latest insert's outcome is known (DONE, or refused before any operation)."""
@@ -101,51 +105,45 @@ class Inserts:
         return note.place if note is not None else ""
 
     def settle(self, compute: Compute, allocation_id: str, name: str) -> str:
-        """Follow every insert of `name` in its zone to DONE: the zone to delete `name` in
-        ("" when no insert was sent). InsertInDoubt or LeftForRecovery when what the insert
-        made cannot be known yet (see the module)."""
+        """Wait for every insert of `name` in its zone to be DONE: the zone to delete `name`
+        in ("" when no insert was sent). InsertInDoubt or LeftForRecovery when what the
+        insert made cannot be known yet (see the module)."""
         zone = self.zone_of(allocation_id)
         if not zone:
             return ""
         sent = self._sent.get(allocation_id)
         if sent is not None and sent.known:
             return zone
-        interrupted = allocation_id in self._interrupted
-        deadline = time.monotonic() + (GRACE_SECONDS if interrupted else 0.0)
-        why = ""
+        deadline = time.monotonic() + (GRACE_SECONDS if sent is not None else 0.0)
         while True:
             try:
                 pending = self._pending(compute, allocation_id, zone, name, sent)
             except ShoalError as exc:
                 pending, why = None, f"its zone's operations could not be read ({exc})"
+            else:
+                why = (
+                    f"its insert in {zone} is not done yet"
+                    if pending
+                    else "an insert was sent but Google shows no operation for it yet"
+                )
             if pending == []:
                 return zone
-            if pending is not None:
-                why = ""
-                for op in pending:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        why = f"its insert in {zone} is not done yet"
-                        break
-                    try:
-                        compute.follow(op, left, f"{allocation_id}: {zone}")
-                    except RetryableError:
-                        why = f"its insert in {zone} is not done yet"
-                    except ShoalError:  # DONE with an error: it made nothing, or its VM is gone
-                        continue
-                if not why:
-                    return zone
-            if time.monotonic() >= deadline:
+            if time.monotonic() + POLL_SECONDS > deadline:
                 break
             time.sleep(POLL_SECONDS)
-        why = why or "an insert was sent but Google shows no operation for it yet"
-        if interrupted:
+        if allocation_id in self._interrupted:
             self._warn(
                 f"{allocation_id}: interrupted while inserting its VM, and what the insert "
                 f"made is not known yet ({why}); the next shoal command looks again and "
                 "deletes it"
             )
             raise LeftForRecovery
+        if sent is not None:
+            self._warn(
+                f"{allocation_id}: what its insert made is not known yet ({why}); `shoal "
+                f"free {allocation_id}` deletes its VM once it shows (`shoal status --remote "
+                "gcp` lists them)"
+            )
         raise InsertInDoubt(f"{allocation_id}: {why}; shoal asks again at its next command")
 
     def _pending(
@@ -153,14 +151,32 @@ class Inserts:
     ) -> list[dict[str, Any]] | None:
         """The inserts of `name` in `zone` not DONE yet; None while an insert noted lately
         shows no operation at all."""
-        ops = [
-            op
-            for op in compute.operations_of(zone, "insert")
-            if str(op.get("targetLink", "")).endswith(f"/instances/{name}")
-        ]
+        ops = self._inserts_of(compute, zone, name)
         if not ops and sent is not None and sent.op is not None:
-            ops = [sent.op]  # this run holds its operation: follow it by its own name
+            # This run holds its operation: read it by its name.
+            ops = [compute.call("GET", f"zones/{zone}/operations/{sent.op.get('name', '')}")]
         if not ops:
             note = self._notes.young(allocation_id, DOUBT_WINDOW_SECONDS)
             return None if note is not None else []
         return [op for op in ops if op.get("status") != "DONE"]
+
+    @staticmethod
+    def _inserts_of(compute: Compute, zone: str, name: str) -> list[dict[str, Any]]:
+        """The zone's insert operations of `name`, from every page: the list is oldest
+        first, 500 a page, and a busy zone keeps more than that."""
+        found: list[dict[str, Any]] = []
+        token = ""
+        for _ in range(MAX_PAGES):
+            params = {"filter": "operationType = insert"}
+            if token:
+                params["pageToken"] = token
+            page = compute.call("GET", f"zones/{zone}/operations", params=params)
+            found += [
+                op
+                for op in page.get("items") or []
+                if str(op.get("targetLink", "")).endswith(f"/instances/{name}")
+            ]
+            token = str(page.get("nextPageToken") or "")
+            if not token:
+                return found
+        raise ShoalError(f"{zone}: more than {MAX_PAGES} pages of insert operations")
