@@ -165,6 +165,15 @@ class Arm:
                 )
             self._sleep(POLL_DEFAULT_SECONDS)
 
+    def patch(
+        self, path: str, api: str, body: dict[str, Any], *, deadline: float, what: str
+    ) -> dict[str, Any]:
+        """PATCH (a resource's tags), followed to the end of its operation when it has one."""
+        _, headers, found = self.call("PATCH", path, api, body=body)
+        if headers.get("azure-asyncoperation") or headers.get("location"):
+            self.follow(headers, deadline, what)
+        return found if isinstance(found, dict) else {}
+
     def delete(self, path: str, api: str, *, deadline: float, what: str, **params: str) -> bool:
         """DELETE, followed to its end: False when it was gone already."""
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from drivers.definitions.fields import ENTRY, ENV, Command, Env
 from providers.core.errors import is_secret_name, shown
@@ -67,6 +67,14 @@ def _image(value: str) -> str:
     return value
 
 
+def _zone_number(value: object) -> object:
+    # `-o zone=2` reads as JSON, the number 2, and `zones = [1, 2]` in TOML are numbers too:
+    # Azure names its zones by those numbers.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
 def _zone(value: str) -> str:
     if value and value not in ("1", "2", "3"):
         raise ValueError(f"{shown(value)} is not an availability zone (1, 2 or 3)")
@@ -102,7 +110,7 @@ Size = Annotated[str, AfterValidator(_size)]
 Group = Annotated[str, AfterValidator(_group)]
 Subnet = Annotated[str, AfterValidator(_subnet)]
 ImageRef = Annotated[str, AfterValidator(_image)]
-Zone = Annotated[str, AfterValidator(_zone)]
+Zone = Annotated[str, BeforeValidator(_zone_number), AfterValidator(_zone)]
 Tags = Annotated[dict[str, str], AfterValidator(_tags)]
 
 
@@ -114,7 +122,7 @@ class AzureConfig(Strict):
     )
     resource_group: Group = Field("", description="the resource group VMs go to (required)")
     location: Location = Field("", description=f"default {DEFAULT_LOCATION}")
-    zones: Annotated[list[str], AfterValidator(lambda v: [_zone(z) for z in v])] = Field(
+    zones: list[Zone] = Field(
         [], description="zones tried in order with fallback (default: none: regional)"
     )
     subnet: Subnet = Field("", description="the subnet's resource id the NIC joins (required)")

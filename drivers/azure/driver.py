@@ -3,10 +3,14 @@
 Names come from the allocation id (VM `shoal-ID`, NIC `shoal-ID-nic`, IP `shoal-ID-ip`,
 OS disk `shoal-ID-os`): a retried PUT is the same resource, and a cleanup knows what to
 look for. The VM, NIC, IP and disk carry the tags `shoal-allocation=ID`,
-`shoal-managed-by=shoal` and `shoal-expires=EPOCH-SECONDS`: the shared state for
-`status --remote azure` and `free --expired --remote azure` from any machine. The NIC, IP
-and OS disk are created with `deleteOption: Delete`, so deleting the VM leaves nothing
-billed behind.
+`shoal-managed-by=shoal` and `shoal-expires=EPOCH-SECONDS` (the VM's are the shared state
+for `status --remote azure` and `free --expired --remote azure` from any machine; Azure
+gives what the VM makes none of them, so the disk, and a NIC and IP the VM made, are tagged
+by a PATCH once the VM is there). The NIC, IP and OS disk go with `deleteOption: Delete`,
+so deleting the VM leaves nothing billed behind: the NIC is made first and named by the VM;
+with a public IP the VM makes both its NIC and the IP (networkInterfaceConfigurations), as
+Azure deletes a public IP with its VM only when the VM made it (a standalone one would stay
+billed after a VM that deleted itself).
 
 The lifetime. On Azure a VM shut down from inside stays allocated and billed, so the boot
 script does not shut down at the expiry: it deletes the VM. The VM gets a system-assigned
@@ -133,6 +137,11 @@ class Plan:
     capacity: dict[str, Any] = field(default_factory=dict)
 
 
+def _now() -> float:
+    """The time an expiry is judged by (tests move it on)."""
+    return time.time()
+
+
 def vm_name(allocation_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", f"shoal-{allocation_id}")[:60].rstrip("-")
 
@@ -155,6 +164,9 @@ class AzureDriver:
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._notes = Launches(settings.paths.state_dir / NOTES_FOLDER)
         self._interrupted: set[str] = set()  # Ctrl-C ended their allocate in this run
+        # (resource group, VM) of what the remote listing found: `free --remote` of another
+        # machine's allocation gives a bare handle, and its VM may be in any group.
+        self._listed: dict[str, tuple[str, str]] = {}
 
     def name(self) -> str:
         return self._name
@@ -302,15 +314,19 @@ class AzureDriver:
             max_price=opts.max_price if spot and opts.max_price > 0 else None,
         )
         names = [opts.size] if isinstance(opts.size, str) else opts.size
-        if names:
-            shapes: dict[str, choice.Shape] = {}
-            for name in names:
-                shape = self._named_shape(name)
-                if shape is not None:
-                    shapes[name] = shape
-            chosen = choice.named(location, names, shapes, self._prices(location, names), want)
-        else:
-            chosen = choice.from_catalog(self._pricing(location), want)
+        try:
+            if names:
+                shapes: dict[str, choice.Shape] = {}
+                for name in names:
+                    shape = self._named_shape(name)
+                    if shape is not None:
+                        shapes[name] = shape
+                prices = self._prices(location, names)
+                chosen = choice.named(location, names, shapes, prices, want)
+            else:
+                chosen = choice.from_catalog(self._pricing(location), want)
+        except UsageError as exc:
+            raise UsageError(as_size(str(exc))) from None
         zones = [opts.zone] if opts.zone else list(cfg.zones) or [""]
         plan = Plan(
             opts=opts,
@@ -401,7 +417,10 @@ class AzureDriver:
             if found is None:
                 raise UsageError(f"options.image: {plan.image} does not exist")
             props = found.get("properties") or {}
-            return str(props.get("hyperVGeneration") or ""), str(props.get("architecture") or "")
+            arch = str(props.get("architecture") or "")
+            if not arch and "/providers/microsoft.compute/images/" in plan.image.lower():
+                arch = "x64"  # a managed image says none: Azure makes them of x64 sources only
+            return str(props.get("hyperVGeneration") or ""), arch
         publisher, offer, sku, version = plan.image.split(":")
         base = arm.sub(
             f"providers/Microsoft.Compute/locations/{plan.location}/publishers/{publisher}"
@@ -443,10 +462,15 @@ class AzureDriver:
                 raise UsageError(f"options.size: {candidate.name} {why}")
             plan.choice.skipped.append(Skipped(candidate, why, "sku"))
         if not kept:
+            # Said here, as `--dry-run` ends here too.
+            ruled = [f"{s.candidate.name} {s.reason}" for s in plan.choice.skipped[-3:]]
+            more = len(plan.choice.fitting) - len(ruled)
+            zones = ", ".join(z for z in plan.zones if z)
             raise UsageError(
-                f"no size that fits is offered to the subscription in {plan.location} for "
-                f"image {plan.image} ({len(plan.choice.fitting)} fitting sizes ruled out); "
-                "`alloc --dry-run --json` lists why"
+                f"no size that fits is offered to the subscription in {plan.location}"
+                + (f" zone {zones}" if zones else "")
+                + f" for image {plan.image}: {'; '.join(ruled)}"
+                + (f" (and {more} more)" if more > 0 else "")
             )
         plan.choice.fitting = kept
 
@@ -493,6 +517,7 @@ class AzureDriver:
     def explain(self, definition: LabelDefinition) -> dict[str, Any]:
         plan = self._plan(definition)
         out = plan.choice.to_json()
+        out["why"] = as_size(str(out.get("why") or ""))
         out.update(location=plan.location, image=plan.image, resource_group=plan.group)
         if plan.zones != [""]:
             out["zones"] = plan.zones
@@ -547,7 +572,7 @@ class AzureDriver:
                     raise
                 except NoCapacityError as exc:
                     where = f"zone {zone}" if zone else plan.location
-                    tried.append(f"{candidate.name} in {where} ({exc.args[0]})")
+                    tried.append(f"{candidate.name} in {where} ({capacity_code(exc)})")
                     last = exc
                     continue
                 self._forget_capacity(plan.location)
@@ -555,8 +580,10 @@ class AzureDriver:
         assert last is not None
         if len(tried) == 1:
             raise last
+        # Each attempt by its code; the last one's words once.
         raise NoCapacityError(
-            f"{self._name}: {plan.location}: no capacity; tried {'; '.join(tried)}"
+            f"{self._name}: {plan.location}: no capacity; tried {'; '.join(tried)}. Last: "
+            f"{last.args[0].removeprefix(f'{self._name}: {plan.location}: ')}"
         )
 
     def _create(
@@ -568,7 +595,10 @@ class AzureDriver:
         candidate: Candidate,
         zone: str,
     ) -> dict[str, Any]:
-        """The NIC (and IP) first, then the VM; a VM Azure refuses leaves none of them."""
+        """The NIC first, then the VM; a VM Azure refuses leaves none of them. With a public
+        IP the VM makes its NIC and IP itself (networkInterfaceConfigurations): Azure deletes
+        a public IP along with its VM only when the VM made it, and a standalone one would
+        stay billed after a VM that deleted itself at its lifetime."""
         from drivers.azure.arm import COMPUTE_API, NETWORK_API, ArmError
 
         arm, name = self.arm(), vm_name(allocation_id)
@@ -578,48 +608,34 @@ class AzureDriver:
         # a create may be on its way (a note that cannot be written sends nothing).
         self._notes.sent(allocation_id, plan.group, window=DOUBT_WINDOW_SECONDS)
         try:
-            ip_id = ""
+            body = self._vm_body(plan, definition, metadata, allocation_id, candidate, zone)
+            body["tags"] = tags
             if plan.public_ip:
-                ip = arm.put(
-                    self._network_path(plan.group, "publicIPAddresses", f"{name}-ip"),
+                body["properties"]["networkProfile"] = made_network(name, plan.subnet)
+            else:
+                nic = arm.put(
+                    self._network_path(plan.group, "networkInterfaces", f"{name}-nic"),
                     NETWORK_API,
                     {
                         "location": plan.location,
                         "tags": tags,
-                        "sku": {"name": "Standard"},
-                        **({"zones": [zone]} if zone else {}),
-                        "properties": {"publicIPAllocationMethod": "Static"},
+                        "properties": {
+                            "ipConfigurations": [
+                                {"name": "ipconfig1", "properties": {"subnet": {"id": plan.subnet}}}
+                            ]
+                        },
                     },
                     deadline=OPERATION_SECONDS,
                     what=where,
                 )
-                ip_id = str(ip.get("id") or "")
-            ip_config: dict[str, Any] = {"subnet": {"id": plan.subnet}}
-            if ip_id:
-                ip_config["publicIPAddress"] = {
-                    "id": ip_id,
-                    "properties": {"deleteOption": "Delete"},
+                body["properties"]["networkProfile"] = {
+                    "networkInterfaces": [
+                        {
+                            "id": nic.get("id"),
+                            "properties": {"primary": True, "deleteOption": "Delete"},
+                        }
+                    ]
                 }
-            nic = arm.put(
-                self._network_path(plan.group, "networkInterfaces", f"{name}-nic"),
-                NETWORK_API,
-                {
-                    "location": plan.location,
-                    "tags": tags,
-                    "properties": {
-                        "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}]
-                    },
-                },
-                deadline=OPERATION_SECONDS,
-                what=where,
-            )
-            body = self._vm_body(plan, definition, metadata, allocation_id, candidate, zone)
-            body["tags"] = tags
-            body["properties"]["networkProfile"] = {
-                "networkInterfaces": [
-                    {"id": nic.get("id"), "properties": {"primary": True, "deleteOption": "Delete"}}
-                ]
-            }
             vm = arm.put(
                 self._vm_path(plan.group, name), COMPUTE_API, body,
                 deadline=OPERATION_SECONDS, what=where,
@@ -629,9 +645,40 @@ class AzureDriver:
             self._notes.forget(allocation_id)  # refused: what it made is deleted
             raise _mapped(exc, plan, candidate.name, where) from None
         self._notes.answered(allocation_id, [str(vm.get("id") or name)])
+        self._tag_parts(plan, name, vm, tags)
         if self.cfg.self_delete and definition.resources.expires is not None:
             self._grant_self_delete(plan, allocation_id, vm)
         return vm
+
+    def _tag_parts(self, plan: Plan, name: str, vm: dict[str, Any], tags: dict[str, str]) -> None:
+        """The allocation's tags on what the VM made: Azure gives its OS disk (and a NIC and
+        IP it made) none of the VM's. Only a help (the VM's own tags are the shared state,
+        and the parts go with it), so a refusal is a warning."""
+        from drivers.azure.arm import DISKS_API, NETWORK_API
+
+        disk = str(
+            ((vm.get("properties") or {}).get("storageProfile") or {})
+            .get("osDisk", {})
+            .get("managedDisk", {})
+            .get("id")
+            or f"{self._group_path(plan.group)}/providers/Microsoft.Compute/disks/{name}-os"
+        )
+        parts = [(disk, DISKS_API)]
+        if plan.public_ip:
+            parts += [
+                (self._network_path(plan.group, "networkInterfaces", f"{name}-nic"), NETWORK_API),
+                (self._network_path(plan.group, "publicIPAddresses", f"{name}-ip"), NETWORK_API),
+            ]
+        for path, api in parts:
+            try:
+                self.arm().patch(
+                    path, api, {"tags": tags}, deadline=OPERATION_SECONDS, what=self._name
+                )
+            except ShoalError as exc:
+                self._warn_once(
+                    f"{self._name}: {path.rsplit('/', 1)[-1]} is not tagged ({exc}); it goes "
+                    "with its VM all the same"
+                )
 
     def _tags(self, plan: Plan, definition: LabelDefinition, allocation_id: str) -> dict[str, str]:
         tags = {**self.cfg.tags, **plan.opts.tags}
@@ -736,13 +783,21 @@ class AzureDriver:
         try:
             arm.put(path, AUTHORIZATION_API, body, deadline=OPERATION_SECONDS, what=self._name)
         except (ArmError, CredentialsError) as exc:
+            # The lifetime nobody would enforce: no VM may run on without it.
             self._undo(plan.group, vm_name(allocation_id))
+            self._notes.forget(allocation_id)
+            why = (
+                f"{exc.code}: {exc.message}"
+                if isinstance(exc, ArmError)
+                else "AuthorizationFailed: the caller may not perform "
+                "Microsoft.Authorization/roleAssignments/write"
+            )
             raise CredentialsError(
                 f"{self._name}: the VM's identity could not be allowed to delete the VM at its "
-                f"lifetime ({exc}); grant the caller Microsoft.Authorization/roleAssignments/"
-                f"write (User Access Administrator) on the resource group, or set self_delete "
-                f'= false in [drivers."{self._name}"] to leave the lifetime to shoal; the VM '
-                "was deleted"
+                f"lifetime ({why}); grant the caller Microsoft.Authorization/roleAssignments/"
+                f"write (User Access Administrator) on resource group {plan.group}, or set "
+                f'self_delete = false in [drivers."{self._name}"] to leave the lifetime to '
+                "shoal; the VM was deleted"
             ) from None
 
     def _undo(self, group: str, name: str) -> None:
@@ -841,6 +896,11 @@ class AzureDriver:
         if vm is not None:
             state = power_state(vm)
             out = vm_detail(vm)
+            # A NIC keeps its private IP, a Static public IP its address, while they exist:
+            # what the allocation read of them is still so, without asking again.
+            for key in ("private_ip", "public_ip"):
+                if meta.get(key):
+                    out[key] = meta[key]
             if state not in HOLDING:
                 out["reason"] = "stopped"
                 out["message"] = f"{state or 'not running'} (from inside?); " + (
@@ -849,9 +909,10 @@ class AzureDriver:
             return out
         out = {"state": "gone", "vm": name, "resource_group": group}
         expires = str(meta.get("expires_epoch") or "")
-        if meta.get("market") == "spot" and not (expires.isdigit() and int(expires) <= time.time()):
+        past = expires.isdigit() and int(expires) <= _now()
+        if meta.get("market") == "spot" and not past:
             out.update(reason="evicted", message="Azure evicted the spot VM (deleted)")
-        elif expires.isdigit() and int(expires) <= time.time():
+        elif past:
             out.update(reason="expired", message="deleted itself at the end of its lifetime")
         else:
             out.update(reason="deleted", message="deleted outside shoal")
@@ -873,6 +934,8 @@ class AzureDriver:
         group, name = self._located(res)
         if bare and note is not None:
             group = note.place
+        elif bare and res.identifier in self._listed:
+            group, name = self._listed[res.identifier]
         if not group:
             return
         arm = self.arm()
@@ -908,7 +971,7 @@ class AzureDriver:
         from drivers.azure.arm import COMPUTE_API
 
         arm = self.arm()
-        now = time.time()
+        now = _now()
         rows = []
         path: str | None = arm.sub("providers/Microsoft.Compute/virtualMachines")
         for _ in range(200):
@@ -924,11 +987,12 @@ class AzureDriver:
                 said = vm_detail(vm)
                 expires_at = str(tags.get(EXPIRES_TAG) or "")
                 overdue = expires_at.isdigit() and int(expires_at) <= now
+                self._listed[ident] = (said["resource_group"], str(vm.get("name") or ""))
                 rows.append({
                     "id": ident,
                     "driver": self._name,
                     "status": said["provisioning_state"],
-                    "created": said["created"],
+                    "created": _utc_stamp(said["created"]),
                     "note": f"{vm.get('name')} {said['size']} in {said['location']}"
                     + (" past its expiry: `shoal free --expired --remote azure` ends it"
                        if overdue else ""),
@@ -989,6 +1053,40 @@ class AzureDriver:
             holds=holds,
             poll=POLL_SECONDS,
         )
+
+
+def made_network(name: str, subnet: str) -> dict[str, Any]:
+    """The VM's network profile when it makes its NIC and public IP itself, both deleted
+    with it."""
+    return {
+        "networkApiVersion": "2020-11-01",
+        "networkInterfaceConfigurations": [
+            {
+                "name": f"{name}-nic",
+                "properties": {
+                    "primary": True,
+                    "deleteOption": "Delete",
+                    "ipConfigurations": [
+                        {
+                            "name": "ipconfig1",
+                            "properties": {
+                                "subnet": {"id": subnet},
+                                "primary": True,
+                                "publicIPAddressConfiguration": {
+                                    "name": f"{name}-ip",
+                                    "sku": {"name": "Standard", "tier": "Regional"},
+                                    "properties": {
+                                        "publicIPAllocationMethod": "Static",
+                                        "deleteOption": "Delete",
+                                    },
+                                },
+                            },
+                        }
+                    ],
+                },
+            }
+        ],
+    }
 
 
 def power_state(vm: dict[str, Any]) -> str:
@@ -1055,6 +1153,13 @@ def throwaway_ssh_key() -> str:
     return raw.decode() + " shoal-no-login"
 
 
+def as_size(text: str) -> str:
+    """drivers/vm/choice.py's words for the option naming the type, as this driver calls it."""
+    return text.replace("options.instance_type", "options.size").replace(
+        "-o instance_type", "-o size"
+    )
+
+
 def refuse_secret(where: str, name: str) -> None:
     if is_secret_name(name):
         raise UsageError(f"{where}: looks like a credential; {SECRET_FIX}")
@@ -1062,6 +1167,20 @@ def refuse_secret(where: str, name: str) -> None:
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
+def _utc_stamp(value: str) -> str:
+    """ARM's stamps (`2026-12-02T08:06:50.7479490+00:00`) as shoal's JSON says times: UTC
+    with a Z (sorting and --sort compare text)."""
+    from datetime import UTC, datetime
+
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if at.tzinfo is None:
+        return value
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _epoch_time(value: str) -> str | None:
@@ -1074,17 +1193,77 @@ def _epoch_time(value: str) -> str | None:
     return format_time(datetime.fromtimestamp(int(value), UTC))
 
 
+# ARM's `target` of a refused field -> the option that sets it.
+TARGET_OPTIONS = {
+    "vmsize": "options.size",
+    "hardwareprofile.vmsize": "options.size",
+    "zones": "options.zone",
+    "imagereference": "options.image",
+    "storageprofile.imagereference": "options.image",
+    "disksizegb": "options.disk_gb",
+    "storageprofile.osdisk.disksizegb": "options.disk_gb",
+    "billingprofile": "options.max_price",
+    "billingprofile.maxprice": "options.max_price",
+    "evictionpolicy": "options.spot",
+    "priority": "options.spot",
+    "customdata": "options.entry",
+    "subnet": "options.subnet",
+}
+# Refusals without a target, by code -> the option they are about.
+CODE_OPTIONS = {
+    "PlatformImageNotFound": "options.image",
+    "ImageNotFound": "options.image",
+    "InvalidResourceReference": "options.subnet",  # the NIC's subnet is not there
+    "ResourceGroupNotFound": "options.resource_group",
+    "LocationNotAvailableForResourceType": "options.location",
+}
+USAGE_CODES = (
+    "InvalidParameter", "BadRequest", "NotFound", "ResourceNotFound", "InvalidTemplate",
+    *CODE_OPTIONS,
+)  # fmt: skip
+_QUOTA = re.compile(
+    r"exceeding approved (?P<quota>.+?) quota\b.*?Current Limit: (?P<limit>\d+), Current Usage: "
+    r"(?P<usage>\d+), Additional Required: (?P<more>\d+)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 def _mapped(exc: ArmError, plan: Plan, size: str, where: str) -> ShoalError:
-    """ARM's refusal as shoal's error: capacity and quota 75, a field 2, else 1."""
+    """ARM's refusal as shoal's error: capacity and quota 75, a field 2 naming the option,
+    refused credentials 77, else 1."""
     codes = exc.all_codes()
     if any(code in CAPACITY_CODES for code in codes):
         return NoCapacityError(f"{where}: {exc.code}: {exc.message}")
     if "OperationNotAllowed" in codes and "quota" in exc.message.lower():
-        return NoCapacityError(f"{where}: quota: {exc.message}")
-    if exc.code in ("InvalidParameter", "BadRequest", "NotFound", "ResourceNotFound",
-                    "InvalidTemplate", "ImageNotFound", "PlatformImageNotFound"):  # fmt: skip
-        target = exc.target or "options"
-        return UsageError(f"{target}: {exc.message} (size {size}, {plan.location})")
+        return NoCapacityError(f"{where}: {quota_said(exc.message, size)}")
+    if exc.code in USAGE_CODES:
+        option = TARGET_OPTIONS.get(exc.target.lower()) or CODE_OPTIONS.get(exc.code, "")
+        if not option and re.search(r"Hypervisor Generation|CPU architecture", exc.message):
+            option = "options.image"  # the image and the size do not go together
+        said = f"{option or exc.target or 'options'}: {exc.code}: {exc.message}"
+        return UsageError(f"{said} (size {size}, {plan.location}, resource group {plan.group})")
     if exc.status in (401, 403) or exc.code in ("AuthorizationFailed", "LinkedAuthorizationFailed"):
         return CredentialsError(f"{where}: {exc}")
     return ShoalError(f"{where}: {exc}")
+
+
+def capacity_code(exc: NoCapacityError) -> str:
+    """What a refusal for capacity was, in a word: Azure's code, or `quota ...`."""
+    text = str(exc.args[0]) if exc.args else ""
+    for code in CAPACITY_CODES:
+        if f": {code}:" in text:
+            return code
+    found = re.search(r": (quota [^:]+):", text)
+    return found.group(1) if found else text
+
+
+def quota_said(message: str, size: str) -> str:
+    """Azure's quota refusal, short: the quota, its limit, what is used and needed."""
+    found = _QUOTA.search(message)
+    if found is None:
+        return f"quota: {message}"
+    limit, usage, more = (int(found.group(k)) for k in ("limit", "usage", "more"))
+    return (
+        f"quota {found.group('quota')}: limit {limit}, {usage} in use, {size} needs {more} "
+        f"more (a limit of {usage + more}); free VMs, or ask Azure for a higher quota"
+    )

@@ -134,6 +134,11 @@ class AzureTask:
         location = str(vm.get("location") or "")
         tags = self.driver.tags_for(self.res)
         base = arm.sub(f"resourceGroups/{group}/providers/Microsoft.Compute")
+        kind, api = ("snapshots", DISKS_API) if self.task == "snapshot" else ("images", COMPUTE_API)
+        # A PUT of a name taken already replaces what has it: someone's snapshot or image
+        # would be lost to a copy of this VM's disk.
+        if arm.get(f"{base}/{kind}/{name}", api) is not None:
+            raise UsageError(f"options.name: {name} exists already in {group}; give another name")
         try:
             if self.task == "snapshot":
                 made = arm.put(
@@ -246,11 +251,16 @@ def console(
         data = b"".join(data.splitlines(keepends=True)[-tail:]) if tail else b""
     yield data
     while follow:
-        time.sleep(poll)
+        _pause(poll)
         follow = holds()
         now = read()
         yield _new_part(shown, now)
         shown = now
+
+
+def _pause(seconds: float) -> None:
+    """Between two reads of `shoal logs -f` (tests step the VM's life here)."""
+    time.sleep(seconds)
 
 
 def _new_part(before: bytes, now: bytes) -> bytes:

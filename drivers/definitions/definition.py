@@ -190,10 +190,12 @@ def _require_size(checked: Any, source: str) -> None:
     (`options.instance_type`): the type's shape then says them (the driver fills them)."""
     from drivers.definitions.model import MAX_CPU, MAX_RAM_GIB
 
-    if checked.options.get("instance_type") or checked.options.get("machine_type"):
-        return
     # Only a driver that launches named instance types is told of the way round it.
     option = _NAMES_INSTANCE_TYPES.get(checked.driver.partition("/")[0], "")
+    if checked.options.get("instance_type") or checked.options.get("machine_type"):
+        return
+    if option and checked.options.get(option):  # azure's `size`
+        return
     hint = f", unless -o {option} names the type, whose shape says it" if option else ""
     for name, unit, most in (("cpu", "vCPUs", MAX_CPU), ("ram", "GiB", MAX_RAM_GIB)):
         if getattr(checked.resources, name) is None:
@@ -205,6 +207,7 @@ def _require_size(checked: Any, source: str) -> None:
 # The drivers (and their aliases) whose option naming the type gives the size: that option.
 _NAMES_INSTANCE_TYPES = {
     "aws": "instance_type", "ec2": "instance_type", "gcp": "machine_type", "gce": "machine_type",
+    "azure": "size",
 }
 
 

@@ -3,7 +3,8 @@
 Served: VirtualMachines_CreateOrUpdate / Get / InstanceView / List / ListAll /
 ListByLocation / Delete / PowerOff / Deallocate / Start / Restart / Generalize /
 SimulateEviction / RetrieveBootDiagnosticsData; Disks_Get / List / ListByResourceGroup /
-Delete; Snapshots_CreateOrUpdate / Get / List / ListByResourceGroup / Delete;
+Update (its tags only, answered at once) / Delete; Snapshots_CreateOrUpdate / Get / List /
+ListByResourceGroup / Delete;
 Images_CreateOrUpdate / Get / List / ListByResourceGroup / Delete; ResourceSkus_List
 (`$filter=location eq 'X'`); Usage_List (live); VirtualMachineSizes_List;
 VirtualMachineImages_Get / List / ListSkus / ListOffers / ListPublishers;
@@ -312,6 +313,7 @@ class Compute:
                 "Disks_List": self._list(DISK),
                 "Disks_ListByResourceGroup": self._list(DISK),
                 "Disks_Delete": self._disk_delete,
+                "Disks_Update": self._disk_update,
                 "Snapshots_CreateOrUpdate": self._snapshot_put,
                 "Snapshots_Get": self._get(SNAPSHOT, "snapshotName"),
                 "Snapshots_List": self._list(SNAPSHOT),
@@ -1402,6 +1404,18 @@ class Compute:
 
         self.s.at(self.s.now() + after, done)
         return Reply(202, None, self.s.op_headers(op, location=True))
+
+    def _disk_update(self, p: dict[str, str], q: dict[str, str], body: Any) -> Reply:
+        """A disk's tags (Disks - Update; a long-running operation may end in its first
+        answer, 200 with the disk); other changes are not served."""
+        self.s.check_rg(p["subscriptionId"], p["resourceGroupName"])
+        res = self.s.find(p["resourceGroupName"], DISK, p["diskName"])
+        if set(body) - {"tags"}:
+            self.s.unserved.append(f"Disks_Update of {sorted(set(body) - {'tags'})}")
+            raise ArmError(501, "NotImplemented", "Only a disk's tags are updated by the stand-in")
+        if body.get("tags") is not None:
+            res.body["tags"] = dict(body["tags"])
+        return Reply(200, res.body)
 
     def _disk_delete(self, p: dict[str, str], q: dict[str, str], body: Any) -> Reply:
         self.s.check_rg(p["subscriptionId"], p["resourceGroupName"])

@@ -1,9 +1,10 @@
 """Microsoft.Network for the ARM stand-in: virtual networks and subnets (made by a test with
 `add_subnet`, read by the driver), network interfaces and public IP addresses.
 
-Served: NetworkInterfaces_CreateOrUpdate / Get / Delete / List / ListAll,
-PublicIPAddresses_CreateOrUpdate / Get / Delete / List / ListAll, VirtualNetworks_Get /
-List, Subnets_Get / List. A PUT answers 201 (200 for an existing resource) with
+Served: NetworkInterfaces_CreateOrUpdate / Get / Delete / List / ListAll / UpdateTags,
+PublicIPAddresses_CreateOrUpdate / Get / Delete / List / ListAll / UpdateTags,
+VirtualNetworks_Get / List, Subnets_Get / List. UpdateTags (PATCH `{tags}`) replaces the
+tags and answers the resource at once. A PUT answers 201 (200 for an existing resource) with
 provisioningState Updating and `Azure-AsyncOperation` + `Retry-After`; Succeeded after
 `timing.network`. A DELETE answers 202 with `Location` and `Azure-AsyncOperation` (204 for
 none), the resource gone after `timing.network`. Errors are the Network resource
@@ -40,11 +41,13 @@ class Network:
                 "NetworkInterfaces_Delete": self._nic_delete,
                 "NetworkInterfaces_List": self._list(NIC),
                 "NetworkInterfaces_ListAll": self._list(NIC),
+                "NetworkInterfaces_UpdateTags": self._update_tags(NIC, "networkInterfaceName"),
                 "PublicIPAddresses_CreateOrUpdate": self._pip_put,
                 "PublicIPAddresses_Get": self._pip_get,
                 "PublicIPAddresses_Delete": self._pip_delete,
                 "PublicIPAddresses_List": self._list(PIP),
                 "PublicIPAddresses_ListAll": self._list(PIP),
+                "PublicIPAddresses_UpdateTags": self._update_tags(PIP, "publicIpAddressName"),
                 "VirtualNetworks_Get": self._vnet_get,
                 "VirtualNetworks_List": self._list(VNET),
                 "Subnets_Get": self._subnet_get,
@@ -157,6 +160,18 @@ class Network:
                 items = self.s.of_type(type_)
             path = f"/subscriptions/{p['subscriptionId']}/providers/{type_}"
             return Reply(200, self.s.page([r.body for r in items], q, path))
+
+        return handler
+
+    def _update_tags(self, type_: str, key: str) -> Any:
+        def handler(p: dict[str, str], q: dict[str, str], body: Any) -> Reply:
+            self.s.check_rg(p["subscriptionId"], p["resourceGroupName"])
+            res = self.s.find(p["resourceGroupName"], type_, p[key])
+            res.body["tags"] = dict(body.get("tags") or {})
+            if not res.body["tags"]:
+                del res.body["tags"]
+            res.body["etag"] = self._etag()
+            return Reply(200, res.body)
 
         return handler
 

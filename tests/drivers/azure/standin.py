@@ -54,6 +54,9 @@ Knobs (under the stand-in's lock; set them before or during a test):
   timing = Timing(...)             how long each transient state lasts
   retry_after = seconds            the Retry-After of long-running answers (0 by default, so
                                    a polling client does not sleep; Azure sends 10-15 at most)
+  operations_base = URL            the origin the operation URLs (Azure-AsyncOperation,
+                                   Location) name instead of the stand-in's own (a hostile or
+                                   broken server's: a client must not follow them there)
   page_size = n                    list pages of n items with nextLink ($skiptoken)
   api_versions[family] = {...}     the api-versions accepted beside the SDK's own (families:
                                    compute, disks, skus, network, authorization, resources)
@@ -307,6 +310,7 @@ class ArmStandin:
         self.deny: set[str] = set()
         self.delay: dict[str, float] = {}
         self.retry_after = 0
+        self.operations_base: str | None = None
         self.page_size = 0  # 0: one page
         self.api_versions: dict[str, set[str]] = {k: set(v) for k, v in API_VERSIONS.items()}
         self.requests: list[Seen] = []
@@ -626,7 +630,7 @@ class ArmStandin:
             if kind == "operationResults":
                 path = path.replace("/operationResults/", "/operations/")
                 query["monitor"] = "true"
-        return f"{self.base}{path}?{urlencode(query)}"
+        return f"{self.operations_base or self.base}{path}?{urlencode(query)}"
 
     def op_headers(self, op: AsyncOp, *, location: bool) -> dict[str, str]:
         headers = {"Azure-AsyncOperation": self.op_url(op)}
