@@ -75,6 +75,22 @@ def _zone_number(value: object) -> object:
     return value
 
 
+_GROUP_ID = re.compile(
+    r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-\w._()]+/providers/Microsoft\.Compute/"
+    r"capacityReservationGroups/[-\w._]+$",
+    re.IGNORECASE,
+)
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9][-\w.]{0,78}[\w]$|^[A-Za-z0-9]$")
+
+
+def _reservation_group(value: str) -> str:
+    if value and not (_GROUP_ID.match(value) or _GROUP_NAME.match(value)):
+        raise ValueError(
+            f"{shown(value)} is not a capacity reservation group's name or resource id"
+        )
+    return value
+
+
 def _zone(value: str) -> str:
     if value and value not in ("1", "2", "3"):
         raise ValueError(f"{shown(value)} is not an availability zone (1, 2 or 3)")
@@ -168,5 +184,8 @@ class AzureOptions(Strict):
     tags: Tags = Field({}, description="extra tags (beside the instance's)")
     allowed_types: list[str] | None = Field(None, description="default: the instance's")
     fallback: Fallback | None = Field(None, description="default: the instance's")
+    capacity_reservation_group: Annotated[str, AfterValidator(_reservation_group)] = Field(
+        "", description="place the VM on this capacity reservation group (name or resource id)"
+    )
     entry: Command = Field([], description=ENTRY.replace("the image's", "none") + ", run at boot")
     env: Env = Field({}, description=ENV)

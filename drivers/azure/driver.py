@@ -135,6 +135,7 @@ class Plan:
     image_generation: str = ""  # the image's Hyper-V generation (V1, V2), once read
     image_arch: str = ""  # x64 or Arm64, once read
     capacity: dict[str, Any] = field(default_factory=dict)
+    reservation_group: str = ""  # the capacity reservation group's resource id
 
 
 def _now() -> float:
@@ -341,6 +342,15 @@ class AzureDriver:
             public_ip=cfg.public_ip if opts.public_ip is None else opts.public_ip,
         )
         self._check_skus(plan)
+        if opts.capacity_reservation_group:
+            if spot:
+                raise UsageError(
+                    "options.capacity_reservation_group: spot VMs cannot use capacity "
+                    "reservations; drop -o spot=true or the group"
+                )
+            plan.reservation_group = self._reservation_group(
+                opts.capacity_reservation_group, location
+            )
         return plan
 
     def _named_shape(self, name: str) -> SizeShape | None:
@@ -444,6 +454,37 @@ class AzureDriver:
         props = found.get("properties") or {}
         return str(props.get("hyperVGeneration") or ""), str(props.get("architecture") or "")
 
+    def _reservation_group(self, given: str, location: str) -> str:
+        """A capacity reservation group's resource id: as given, or found by its name among
+        the subscription's groups in `location` (2 when none or several have it)."""
+        from drivers.azure.arm import COMPUTE_API
+
+        if given.startswith("/"):
+            return given
+        arm = self.arm()
+        found: list[str] = []
+        path: str | None = arm.sub("providers/Microsoft.Compute/capacityReservationGroups")
+        for _ in range(200):
+            if path is None:
+                break
+            _, _, page = arm.call("GET", path, COMPUTE_API)
+            page = page if isinstance(page, dict) else {}
+            found += [
+                str(g.get("id") or "")
+                for g in page.get("value") or []
+                if isinstance(g, dict)
+                and str(g.get("name", "")).lower() == given.lower()
+                and str(g.get("location", "")).replace(" ", "").lower() == location
+            ]
+            path = page.get("nextLink") or None
+        if len(found) != 1:
+            what = "no" if not found else f"{len(found)}"
+            raise UsageError(
+                f"options.capacity_reservation_group: {what} group named {given} in {location}; "
+                "give its resource id (/subscriptions/.../capacityReservationGroups/NAME)"
+            )
+        return found[0]
+
     def _check_skus(self, plan: Plan) -> None:
         """Keep the sizes Azure would take here: offered to the subscription in the location
         (and zone), of the image's Hyper-V generation and architecture. A named size that
@@ -521,6 +562,8 @@ class AzureDriver:
         out.update(location=plan.location, image=plan.image, resource_group=plan.group)
         if plan.zones != [""]:
             out["zones"] = plan.zones
+        if plan.reservation_group:
+            out["capacity_reservation_group"] = plan.reservation_group
         if plan.capacity:
             out["capacity"] = plan.capacity
         return out
@@ -535,6 +578,14 @@ class AzureDriver:
         plan = self._plan(req)
         if not self.cfg.check_quotas:
             plan.capacity = {"checked": False, "note": "check_quotas is off"}
+            return UNLIMITED
+        if plan.reservation_group:
+            # The reservation holds its quota already: a VM placed on it takes none more.
+            plan.capacity = {
+                "checked": False,
+                "note": f"on capacity reservation group {plan.reservation_group.rsplit('/', 1)[-1]}"
+                ", whose reservation holds the quota",
+            }
             return UNLIMITED
         from drivers.vm import capacity
         from providers.azure.quota_map import AzureQuotaMap
@@ -748,6 +799,10 @@ class AzureDriver:
                 evictionPolicy="Delete",
                 billingProfile={"maxPrice": opts.max_price},
             )
+        if plan.reservation_group:
+            props["capacityReservation"] = {
+                "capacityReservationGroup": {"id": plan.reservation_group}
+            }
         body: dict[str, Any] = {"location": plan.location, "properties": props}
         if zone:
             body["zones"] = [zone]

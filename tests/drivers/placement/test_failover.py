@@ -61,11 +61,13 @@ def test_a_later_round_of_wait_tries_what_the_memory_holds(
 
 
 def test_what_no_driver_launches_is_a_usage_error_not_a_retry(ctx: Drivers) -> None:
-    document = parse(json.dumps({"offers": [local(provider="azure", driver="azure")]}), "x")
+    document = parse(json.dumps({"offers": [local(provider="lambda", driver="lambda")]}), "x")
     said: list[Attempt] = []
-    with pytest.raises(UsageError, match="no offer can be launched: skipped azure here host"):
+    with pytest.raises(UsageError, match="no offer can be launched: skipped lambda here host"):
         place(ctx, document, BASE, {}, report=said.append, wait=Wait(timeout=30))
-    assert said == [Attempt("azure here host on-demand", "skipped", "no azure driver yet", False)]
+    assert said == [
+        Attempt("lambda here host on-demand", "skipped", "no lambda driver yet", False)
+    ]
 
 
 def test_a_refusal_before_launch_is_named_and_not_remembered(ctx: Drivers, tmp_path: Path) -> None:
