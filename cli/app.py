@@ -26,7 +26,9 @@ EPILOG = (
     "(no capacity, timeout), 77 credentials, 78 config, 130 interrupted. "
     "NO_COLOR disables colour; SHOAL_DEBUG=1 shows tracebacks of unexpected errors. "
     f"Cloud catalogs read {_CLOUD_ENV} (README: Cloud providers); kubernetes reads "
-    f"{env.ENV_KUBECONFIG} and {env.ENV_KUBE_CONTEXT}; the container driver {env.ENV_DOCKER_HOST}."
+    f"{env.ENV_KUBECONFIG} and {env.ENV_KUBE_CONTEXT}; the container driver {env.ENV_DOCKER_HOST}. "
+    f"{env.ENV_LEDGER_URL}: a postgresql:// URL for the team ledger (not in this version: "
+    "refused; empty: SQLite)."
 )
 
 

@@ -18,10 +18,10 @@ def _plugin_providers() -> list[str]:
     return provider_names()
 
 
-# The config file's tables: the providers' and the drivers' (a plugin provider reads a table
-# of its own name).
+# The config file's tables: the providers', the drivers' and the ledger's (a plugin provider
+# reads a table of its own name).
 CONFIG_SECTIONS = Sections(
-    builtin=("alloc", "aws", "azure", "drivers", "gcp", "image", "kubernetes", "local"),
+    builtin=("alloc", "aws", "azure", "drivers", "gcp", "image", "kubernetes", "ledger", "local"),
     plugins=_plugin_providers,
 )
 
@@ -70,8 +70,10 @@ class _LedgerUsage:
         self._settings = settings_
 
     def active_local_usage(self) -> list[AllocationUsage]:
+        from drivers.ledger.url import require_sqlite
         from drivers.paths import ledger_file
 
+        require_sqlite(self._settings)
         if not ledger_file(self._settings.paths).exists():
             return []  # nothing was ever allocated here: no need for SQLite at all
         from drivers.ledger.book import Ledger

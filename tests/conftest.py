@@ -261,3 +261,20 @@ def wait_for(
 
 def lines(text: str) -> Sequence[str]:
     return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """The session's PostgreSQL server, a `tests.pg.Cluster` (a throw-away cluster on
+    127.0.0.1, or SHOAL_TEST_PG_URL's server); a test using it skips with the reason when none
+    can be had. Give each test its own `new_database()`."""
+    from tests.pg import Unavailable, cluster_for_tests
+
+    try:
+        cluster = cluster_for_tests()
+    except Unavailable as exc:
+        pytest.skip(f"no PostgreSQL for the ledger tests: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -39,8 +39,10 @@ class Drivers:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Drivers:
+        from drivers.ledger.url import require_sqlite
         from drivers.paths import ledger_file
 
+        require_sqlite(settings)
         return cls(settings=settings, ledger=Ledger(ledger_file(settings.paths)))
 
 

@@ -78,6 +78,10 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
         if name in environ:
             if is_secret_name(name):
                 items.append(SetupItem(f"${name}", None, "environment", "set (hidden)"))
+            elif name == env_names.ENV_LEDGER_URL:  # a URL may hold a password
+                from drivers.ledger.url import redact
+
+                items.append(SetupItem(f"${name}", redact(environ[name]), "environment"))
             else:
                 items.append(SetupItem(f"${name}", environ[name], "environment"))
     return items

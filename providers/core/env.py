@@ -9,6 +9,9 @@ ENV_NO_COLOR = "NO_COLOR"
 ENV_DEBUG = "SHOAL_DEBUG"
 ENV_IMAGE_USER = "SHOAL_IMAGE_USER"
 ENV_IMAGE_PASSWORD = "SHOAL_IMAGE_PASSWORD"
+# The ledger on PostgreSQL: a postgresql:// URL, before the config's [ledger] url; set but
+# empty, the SQLite ledger whatever the config says (drivers/ledger/url.py).
+ENV_LEDGER_URL = "SHOAL_LEDGER_URL"
 
 # Cloud catalogs: base URLs (mirrors, proxies, air-gapped copies, tests) and credentials.
 ENV_AWS_PRICING_URL = "SHOAL_AWS_PRICING_URL"  # default https://pricing.us-east-1.amazonaws.com
