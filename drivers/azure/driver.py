@@ -59,7 +59,7 @@ from drivers.spec.types import (
     Resource,
     Resources,
 )
-from drivers.vm.launches import Launches, LeftForRecovery
+from drivers.vm.launches import Launch, Launches, LeftForRecovery
 from providers.core.errors import (
     ConfigError,
     CredentialsError,
@@ -91,6 +91,15 @@ NOTES_FOLDER = "azure-creates"
 # A create noted this recently and not answered may still land: what is not there yet is
 # not believed gone (ARM takes a PUT whose client died mid-request a moment later).
 DOUBT_WINDOW_SECONDS = 60.0
+# A note names the resource group to look in for as long as its allocation is not settled
+# (an orphan whose deletes keep failing, a FAILED row `free` ends the leftovers of): kept
+# that long, not only through the doubt window.
+KEEP_NOTES_SECONDS = 7 * 86400.0
+# The cleanup of this run's own create whose PUT was on the wire (Ctrl-C, or a failure
+# with no answer read) waits this long for ARM to show what the PUT made, asking every
+# POLL_SECONDS; what never shows is in doubt (see DOUBT_WINDOW_SECONDS).
+GRACE_SECONDS = 10.0
+POLL_SECONDS = 0.25
 # Virtual Machine Contributor: lets the VM's identity delete the VM (and nothing else: the
 # assignment's scope is the VM).
 VM_CONTRIBUTOR = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
@@ -151,6 +160,13 @@ def role_assignment_name(allocation_id: str) -> str:
     return str(uuid.uuid5(ROLE_NAMESPACE, allocation_id))
 
 
+def role_path(vm_id: str, allocation_id: str) -> str:
+    """The allocation's role assignment, at its VM's scope."""
+    return f"{vm_id}/providers/Microsoft.Authorization/roleAssignments/" + (
+        role_assignment_name(allocation_id)
+    )
+
+
 class AzureDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
@@ -165,6 +181,9 @@ class AzureDriver:
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._notes = Launches(settings.paths.state_dir / NOTES_FOLDER)
         self._interrupted: set[str] = set()  # Ctrl-C ended their allocate in this run
+        self._created: set[str] = set()  # their create was sent by this run
+        # allocation id -> (path, api version) of this run's PUT whose answer is not read
+        self._unanswered: dict[str, tuple[str, str]] = {}
         # (resource group, VM) of what the remote listing found: `free --remote` of another
         # machine's allocation gives a bare handle, and its VM may be in any group.
         self._listed: dict[str, tuple[str, str]] = {}
@@ -626,8 +645,12 @@ class AzureDriver:
                     tried.append(f"{candidate.name} in {where} ({capacity_code(exc)})")
                     last = exc
                     continue
-                self._forget_capacity(plan.location)
-                return self._resource(allocation_id, plan, candidate, vm)
+                try:
+                    self._forget_capacity(plan.location)
+                    return self._resource(allocation_id, plan, candidate, vm)
+                except KeyboardInterrupt:
+                    self._interrupted.add(allocation_id)
+                    raise
         assert last is not None
         if len(tried) == 1:
             raise last
@@ -650,21 +673,23 @@ class AzureDriver:
         IP the VM makes its NIC and IP itself (networkInterfaceConfigurations): Azure deletes
         a public IP along with its VM only when the VM made it, and a standalone one would
         stay billed after a VM that deleted itself at its lifetime."""
-        from drivers.azure.arm import COMPUTE_API, NETWORK_API, ArmError
+        from drivers.azure.arm import AUTHORIZATION_API, COMPUTE_API, NETWORK_API, ArmError
 
-        arm, name = self.arm(), vm_name(allocation_id)
+        name = vm_name(allocation_id)
         tags = self._tags(plan, definition, allocation_id)
         where = f"{self._name}: {plan.location}"
         # Noted before anything is sent: a cleanup then knows the resource group, and that
         # a create may be on its way (a note that cannot be written sends nothing).
-        self._notes.sent(allocation_id, plan.group, window=DOUBT_WINDOW_SECONDS)
+        self._notes.sent(allocation_id, plan.group, window=KEEP_NOTES_SECONDS)
+        self._created.add(allocation_id)
         try:
             body = self._vm_body(plan, definition, metadata, allocation_id, candidate, zone)
             body["tags"] = tags
             if plan.public_ip:
                 body["properties"]["networkProfile"] = made_network(name, plan.subnet)
             else:
-                nic = arm.put(
+                nic = self._put(
+                    allocation_id,
                     self._network_path(plan.group, "networkInterfaces", f"{name}-nic"),
                     NETWORK_API,
                     {
@@ -676,8 +701,7 @@ class AzureDriver:
                             ]
                         },
                     },
-                    deadline=OPERATION_SECONDS,
-                    what=where,
+                    where,
                 )
                 body["properties"]["networkProfile"] = {
                     "networkInterfaces": [
@@ -687,19 +711,43 @@ class AzureDriver:
                         }
                     ]
                 }
-            vm = arm.put(
-                self._vm_path(plan.group, name), COMPUTE_API, body,
-                deadline=OPERATION_SECONDS, what=where,
-            )  # fmt: skip
+            vm = self._put(allocation_id, self._vm_path(plan.group, name), COMPUTE_API, body, where)
         except ArmError as exc:
-            self._undo(plan.group, name)
-            self._notes.forget(allocation_id)  # refused: what it made is deleted
+            _, failed = self._undo(plan.group, name)
+            if not failed:  # refused, and what it made is deleted; else its cleanup tries again
+                self._notes.forget(allocation_id)
             raise _mapped(exc, plan, candidate.name, where) from None
-        self._notes.answered(allocation_id, [str(vm.get("id") or name)])
         self._tag_parts(plan, name, vm, tags)
         if self.cfg.self_delete and definition.resources.expires is not None:
-            self._grant_self_delete(plan, allocation_id, vm)
+            # Its PUT on the wire is as much in doubt as the VM's was.
+            role = role_path(str(vm.get("id") or self._vm_path(plan.group, name)), allocation_id)
+            self._unanswered[allocation_id] = (role, AUTHORIZATION_API)
+            try:
+                self._grant_self_delete(plan, allocation_id, vm)
+            except CredentialsError:  # refused, and the VM deleted
+                self._unanswered.pop(allocation_id, None)
+                raise
+            self._unanswered.pop(allocation_id, None)
+        # Answered last: until then a PUT of the create may have been on the wire when
+        # shoal died, and ARM may still carry it out.
+        self._notes.answered(allocation_id, [str(vm.get("id") or name)])
         return vm
+
+    def _put(
+        self, allocation_id: str, path: str, api: str, body: dict[str, Any], what: str
+    ) -> dict[str, Any]:
+        """A create's PUT, followed to its end: noted as unanswered until ARM has answered
+        it (taken or refused), so that this run's cleanup knows what may still land."""
+        from drivers.azure.arm import ArmError
+
+        self._unanswered[allocation_id] = (path, api)
+        try:
+            found = self.arm().put(path, api, body, deadline=OPERATION_SECONDS, what=what)
+        except (ArmError, CredentialsError):  # ARM answered: refused (4xx, 401, 403)
+            self._unanswered.pop(allocation_id, None)
+            raise
+        self._unanswered.pop(allocation_id, None)
+        return found
 
     def _tag_parts(self, plan: Plan, name: str, vm: dict[str, Any], tags: dict[str, str]) -> None:
         """The allocation's tags on what the VM made: Azure gives its OS disk (and a NIC and
@@ -855,8 +903,9 @@ class AzureDriver:
                 "shoal; the VM was deleted"
             ) from None
 
-    def _undo(self, group: str, name: str) -> None:
-        """Delete what a failed create left (VM, NIC, IP; best effort, waited for)."""
+    def _undo(self, group: str, name: str) -> tuple[list[str], list[str]]:
+        """Delete what a create left, by name (VM, NIC, IP, disk), each waited for, each tried
+        whatever the others did: (the names deleted, those that could not be: each warned)."""
         from drivers.azure.arm import COMPUTE_API, DISKS_API, NETWORK_API
 
         arm = self.arm()
@@ -869,11 +918,34 @@ class AzureDriver:
                 DISKS_API,
             ),
         )
+        deleted: list[str] = []
+        failed: list[str] = []
         for path, api in steps:
             try:
-                arm.delete(path, api, deadline=OPERATION_SECONDS, what=self._name)
+                if arm.delete(path, api, deadline=OPERATION_SECONDS, what=self._name):
+                    deleted.append(path.rsplit("/", 1)[-1])
             except ShoalError as exc:
                 self._settings.warn(f"{self._name}: could not delete {path}: {exc}")
+                failed.append(path.rsplit("/", 1)[-1])
+        return deleted, failed
+
+    def _await_put(self, allocation_id: str) -> bool:
+        """Whether all that this run's create sent is known: a PUT whose answer was not read
+        (Ctrl-C, or a failure, while it was on the wire) is waited for, up to GRACE_SECONDS,
+        until ARM shows what it made (deleted then with the rest)."""
+        pending = self._unanswered.get(allocation_id)
+        if pending is None:
+            return True
+        path, api = pending
+        deadline = time.monotonic() + GRACE_SECONDS
+        while True:
+            with contextlib.suppress(ShoalError):  # not read: no answer either way
+                if self.arm().get(path, api) is not None:
+                    del self._unanswered[allocation_id]
+                    return True
+            if time.monotonic() + POLL_SECONDS > deadline:
+                return False
+            time.sleep(POLL_SECONDS)
 
     def _resource(
         self, allocation_id: str, plan: Plan, candidate: Candidate, vm: dict[str, Any]
@@ -975,50 +1047,102 @@ class AzureDriver:
 
     def deallocate(self, res: Resource) -> None:
         """DELETE the VM (its NIC, IP and OS disk go with it: deleteOption Delete) and wait,
-        and its role assignment. A bare handle (the cleanup of an interrupted or killed
-        alloc) deletes by name whatever its create made (VM, NIC, IP, disk) in the resource
-        group its note names; while that create was sent lately and never answered, what
-        is not there yet is not believed gone (see DOUBT_WINDOW_SECONDS): after Ctrl-C the
-        allocation is left to the next command (LeftForRecovery), a recovery keeps the row
-        (a RetryableError). Idempotent: what is gone already is fine."""
-        from drivers.azure.arm import AUTHORIZATION_API, COMPUTE_API
+        then its role assignment (kept while the VM may live: it lets the VM end itself).
+        A bare handle (the cleanup of an interrupted or killed alloc) deletes by name
+        whatever its create made (VM, NIC, IP, disk, role assignment) in the resource group
+        its note names, once this run's PUT still on the wire shows (GRACE_SECONDS); while
+        a create was sent lately and never answered, what is not there yet is not believed
+        gone (see DOUBT_WINDOW_SECONDS). What is in doubt or could not be deleted: after
+        Ctrl-C the allocation is left to the next command (LeftForRecovery), a recovery
+        keeps the row (RetryableError or ShoalError). Idempotent: what is gone is fine."""
+        self._end(res)
+
+    def end_leftovers(self, res: Resource) -> list[str]:
+        """What a FAILED allocation left (a create its cleanup could not end, or a PUT that
+        landed after it), found by name in the resource group its note names (else the
+        instance's) and deleted: the names deleted now."""
+        return self._end(Resource(identifier=res.identifier))
+
+    def _end(self, res: Resource) -> list[str]:
+        from drivers.azure.arm import AUTHORIZATION_API, COMPUTE_API, ArmError
 
         meta = res.metadata or {}
+        ident = res.identifier
         bare = not meta.get("vm")
-        note = self._notes.get(res.identifier)
+        note = self._notes.get(ident)
         group, name = self._located(res)
         if bare and note is not None:
             group = note.place
-        elif bare and res.identifier in self._listed:
-            group, name = self._listed[res.identifier]
+        elif bare and ident in self._listed:
+            group, name = self._listed[ident]
         if not group:
-            return
+            return []
         arm = self.arm()
+        known = self._await_put(ident) if bare else True
         self._seen.clear()
         vm_path = self._vm_path(group, name)
+        deleted: list[str] = []
+        failed: list[str] = []
+        try:
+            if arm.delete(vm_path, COMPUTE_API, deadline=OPERATION_SECONDS, what=self._name):
+                deleted.append(name)
+        except ShoalError as exc:
+            if not bare:
+                raise
+            self._settings.warn(f"{self._name}: could not delete {vm_path}: {exc}")
+            failed.append(name)
+        if bare or not deleted:
+            more, failed_more = self._undo(group, name)  # what a half-made create left
+            deleted += [n for n in more if n not in deleted]
+            failed += [n for n in failed_more if n not in failed]
         if bare or meta.get("self_delete"):
-            role = f"{vm_path}/providers/Microsoft.Authorization/roleAssignments/" + (
-                role_assignment_name(res.identifier)
-            )
-            # No assignment, or the VM's scope is gone already: nothing to end.
-            with contextlib.suppress(ShoalError):
-                arm.delete(role, AUTHORIZATION_API, deadline=OPERATION_SECONDS, what=self._name)
-        ended = arm.delete(vm_path, COMPUTE_API, deadline=OPERATION_SECONDS, what=self._name)
-        if bare or not ended:
-            self._undo(group, name)  # what a half-made create left, by name
+            role = role_path(vm_path, ident)
+            try:
+                if arm.delete(role, AUTHORIZATION_API, deadline=OPERATION_SECONDS, what=self._name):
+                    deleted.append(f"role assignment {role_assignment_name(ident)}")
+            except (ArmError, CredentialsError):
+                pass  # no assignment (the scope is gone), or none the caller could have made
+            except ShoalError as exc:
+                self._settings.warn(f"{self._name}: could not delete {role}: {exc}")
+                failed.append(f"role assignment {role_assignment_name(ident)}")
         location = str(meta.get("location") or "")
         if location:
             self._forget_capacity(location)
-        if bare and note is not None and not note.instances and note.age() < DOUBT_WINDOW_SECONDS:
-            why = "its create was sent but never answered, and may still land"
-            if res.identifier in self._interrupted:
-                self._settings.warn(
-                    f"{self._name}: {res.identifier}: interrupted while creating its VM ({why});"
-                    " the next shoal command deletes what it made"
-                )
-                raise LeftForRecovery
-            raise RetryableError(f"{self._name}: {res.identifier}: {why}; asked again later")
-        self._notes.forget(res.identifier)
+        if bare:
+            self._settle(ident, note, known, failed)
+        elif failed:
+            raise ShoalError(f"{self._name}: {ident}: could not delete {', '.join(failed)}")
+        self._notes.forget(ident)
+        return deleted
+
+    def _settle(self, ident: str, note: Launch | None, known: bool, failed: list[str]) -> None:
+        """A bare handle's cleanup is over only when nothing it deleted failed and nothing
+        of its create is in doubt: this run knows what it sent (`known`); another run's
+        create is in doubt while its note is young and unanswered."""
+        if ident in self._created:
+            doubt = not known
+        else:
+            doubt = note is not None and not note.instances and note.age() < DOUBT_WINDOW_SECONDS
+        if not (doubt or failed):
+            return
+        why = (
+            f"could not delete {', '.join(failed)}"
+            if failed
+            else "its create was sent but never answered, and may still land"
+        )
+        if ident in self._interrupted:
+            self._settings.warn(
+                f"{self._name}: {ident}: interrupted while creating its VM ({why}); the next "
+                "shoal command deletes what it made"
+            )
+            raise LeftForRecovery
+        if ident in self._created:  # its allocate failed: recorded FAILED, not retried
+            self._settings.warn(
+                f"{self._name}: {ident}: {why}; `shoal free {ident}` deletes what it made"
+            )
+        if doubt:
+            raise RetryableError(f"{self._name}: {ident}: {why}; asked again later")
+        raise ShoalError(f"{self._name}: {ident}: {why}")
 
     # -- what the subscription holds for shoal -------------------------------------------
 
