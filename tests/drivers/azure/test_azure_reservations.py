@@ -101,3 +101,23 @@ def test_an_azure_offer_covered_by_a_reservation_launches_into_its_group(
     [other] = plain.json()
     vm = azure_arm.compute.vm(RESOURCE_GROUP, vm_name(other))
     assert vm is not None and "capacityReservation" not in vm["properties"]
+
+
+def test_offers_name_the_reservation_and_alloc_acts_on_them(
+    cli: Cli, env: dict[str, str], azure_arm: ArmStandin
+) -> None:
+    group = azure_arm.compute.reservation_group("ci-group")
+    azure_arm.compute.reserve("ci-group", "d2", "Standard_D2s_v5", 2)
+    found = cli("offers", "-p", "azure", "-r", "eastus", "--cpu", "2", "--ram", "8",
+                "--market", "on-demand", "--json", env=env)  # fmt: skip
+    assert found.exit_code == 0, found.stderr
+    first = found.json()["offers"][0]
+    assert first["instanceType"] == "Standard_D2s_v5"  # marginal price 0 while it lasts
+    assert first["reservation"]["id"] == "ci-group/d2" and first["marginalPerHour"] == 0
+    run = cli("alloc", "--offers", "-", "--driver", DRIVER, "--lifetime", "1h", "--json",
+              input=found.stdout, env=env)  # fmt: skip
+    assert run.exit_code == 0, run.stderr
+    [made] = run.json()
+    vm = azure_arm.compute.vm(RESOURCE_GROUP, vm_name(made))
+    assert vm is not None
+    assert vm["properties"]["capacityReservation"]["capacityReservationGroup"]["id"] == group
