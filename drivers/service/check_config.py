@@ -32,6 +32,10 @@ def check_config(settings: Settings) -> list[str]:
             grace(settings)
         elif name == "image":
             image_settings(settings)
+        elif name == "ledger":
+            from drivers.ledger.url import require_sqlite
+
+            require_sqlite(settings)  # its form first, then that this shoal cannot use it yet
         elif name == "drivers":
             builtins = set(builtin_kinds())
             for full, config in driver_list(settings).items():

@@ -256,9 +256,12 @@ def test_config_show_never_shows_the_url_s_password(cli: Callable[..., Run]) -> 
 def test_the_ledger_table_is_a_known_section(
     cli: Callable[..., Run], write_config: Callable[[str], Path]
 ) -> None:
-    write_config('[ledger]\nurl = "postgresql://team@db.example/shoal"\n')
+    write_config('[ledger]\nurl = ""\n')
     run = cli("config", "check")
     assert run.exit_code == 0, run.stderr
+    write_config('[ledger]\nurl = ""\nnope = 1\n')
+    typo = cli("config", "check")
+    assert typo.exit_code == 78 and "nope" in typo.stderr, typo.stderr
 
 
 def test_config_show_with_a_postgresql_url_does_not_import_psycopg(home: Path) -> None:
@@ -294,3 +297,17 @@ def test_a_set_url_is_refused_until_the_postgresql_ledger_lands(
     run = cli("status")
     assert run.exit_code == 78 and "[ledger] url" in run.stderr and "s3cret" not in run.stderr
     assert cli("status", env={"SHOAL_LEDGER_URL": ""}).exit_code == 0  # empty: SQLite
+
+
+def test_config_check_reads_the_ledger_table(
+    cli: Callable[..., Run], write_config: Callable[[str], Path]
+) -> None:
+    write_config('[ledger]\nurl = "mysql://x"\n')
+    bad = cli("config", "check")
+    assert bad.exit_code == 78 and "[ledger] url" in bad.stderr, bad.stderr
+    write_config('[ledger]\nurl = "postgresql://shoal:pw@db/shoal"\n')
+    later = cli("config", "check")
+    assert later.exit_code == 78 and "not in this version" in later.stderr
+    assert "pw@" not in later.stderr
+    write_config('[ledger]\nurl = ""\n')
+    assert cli("config", "check").exit_code == 0
