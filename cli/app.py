@@ -27,8 +27,8 @@ EPILOG = (
     "NO_COLOR disables colour; SHOAL_DEBUG=1 shows tracebacks of unexpected errors. "
     f"Cloud catalogs read {_CLOUD_ENV} (README: Cloud providers); kubernetes reads "
     f"{env.ENV_KUBECONFIG} and {env.ENV_KUBE_CONTEXT}; the container driver {env.ENV_DOCKER_HOST}. "
-    f"{env.ENV_LEDGER_URL}: a postgresql:// URL for the team ledger (not in this version: "
-    "refused; empty: SQLite)."
+    f"{env.ENV_LEDGER_URL}: a postgresql:// URL for the team ledger (empty: this machine's "
+    f"SQLite ledger); {env.ENV_HOST_ID}: this machine's name in it."
 )
 
 

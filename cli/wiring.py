@@ -70,16 +70,14 @@ class _LedgerUsage:
         self._settings = settings_
 
     def active_local_usage(self) -> list[AllocationUsage]:
-        from drivers.ledger.url import require_sqlite
+        from drivers.ledger.open import is_team, open_ledger
         from drivers.paths import ledger_file
 
-        require_sqlite(self._settings)
-        if not ledger_file(self._settings.paths).exists():
+        if not is_team(self._settings) and not ledger_file(self._settings.paths).exists():
             return []  # nothing was ever allocated here: no need for SQLite at all
-        from drivers.ledger.book import Ledger
         from providers.core.timeutil import utcnow
 
-        ledger = Ledger(ledger_file(self._settings.paths))
+        ledger = open_ledger(self._settings)
         try:
             usages = ledger.active_local_usage()
         finally:

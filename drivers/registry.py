@@ -159,10 +159,26 @@ def resolve(settings: Settings, requested: str) -> tuple[str, dict[str, Any]]:
     return default, {}
 
 
+# `scope` in an instance's table: whose capacity the ledger counts it against on a team
+# ledger: this machine's rows (`machine`) or every machine's (`team`). Without it, the
+# driver's own answer (is_remote: clouds and clusters are the team's).
+SCOPES = ("machine", "team")
+
+
 def open_driver(settings: Settings, requested: str) -> ResourceDriver:
     """Resolve, construct and prepare a driver instance."""
     full, config = resolve(settings, requested)
     factory = _REGISTRY.get(full.partition("/")[0])
     driver = factory(full, settings)
+    scope = config.get("scope")
+    if "scope" in config:
+        if scope not in SCOPES:
+            raise ConfigError(
+                f'config file {settings.paths.config_file}: [drivers."{full}"] scope must be '
+                '"machine" or "team"'
+            )
+        config = {k: v for k, v in config.items() if k != "scope"}
     driver.prepare(json.dumps(config).encode())
+    if scope is not None:
+        driver.ledger_scope = scope  # type: ignore[attr-defined]
     return driver

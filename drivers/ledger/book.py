@@ -22,7 +22,6 @@ each driver after it commits (drivers.ledger.doorbell).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -56,6 +55,7 @@ from drivers.ledger.windows import CANCELLED
 from drivers.supervisor import procinfo
 
 if TYPE_CHECKING:
+    from drivers.ledger.db import Conn
     from drivers.ledger.timeline import Span, Waiter
     from drivers.spec.types import Resources
 
@@ -96,19 +96,26 @@ class Ledger(LedgerWaiters):
             return []
         now = stamp(self.clock())
         rows = self._db.query(
-            "SELECT id, owner_pid, owner_start FROM allocations "
+            "SELECT id, owner_pid, owner_start, owner_host, lease, status FROM allocations "
             f"WHERE status IN {sql_in((*IN_FLIGHT, ORPHANED))}"
         )
-        dead = [r for r in rows if r[1] is None or not procinfo.is_alive(r[1], r[2])]
+        dead = [
+            r for r in rows
+            if r[5] != ORPHANED and not self.alive(r[3], r[1], r[2], r[4])
+        ]  # fmt: skip
+        # An ORPHANED row is cleaned up by a machine that can reach its workload: any for a
+        # team driver's, only its own for a machine's (process, a local container engine).
+        orphans = [r for r in rows if r[5] == ORPHANED]
         due = self._db.query(
             "SELECT 1 FROM allocations WHERE status=? AND claim_by <= ? LIMIT 1", (RESERVED, now)
         )
         self._sweep_waiters()
-        if not dead and not due:
+        if not dead and not due and not orphans:
             return []
-        with self._write() as conn:
-            self._sweep(conn, now)
-        return self.with_status(ORPHANED)
+        if dead or due:
+            with self._write() as conn:
+                self._sweep(conn, now)
+        return [row for row in self.with_status(ORPHANED) if row.is_remote or self.mine(row)]
 
     # -- writes --------------------------------------------------------------------------
 
@@ -173,7 +180,7 @@ class Ledger(LedgerWaiters):
 
     def _check_remote(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         count: int,
         driver: str,
         resources: Resources,
@@ -200,7 +207,7 @@ class Ledger(LedgerWaiters):
 
     def _check_window(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         now: datetime,
         driver: str,
         resources: Resources,
@@ -247,13 +254,13 @@ class Ledger(LedgerWaiters):
             )
         )
 
-    def _holdings(self, remote_driver: str | None, conn: sqlite3.Connection | None = None) -> str:
+    def _holdings(self, remote_driver: str | None, conn: Conn | None = None) -> str:
         """Which rows hold capacity of this scope, and in what state: equal strings mean the
         usage a capacity check saw has not changed since."""
-        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
+        scope = self._scope(remote_driver)
         sql = (
-            "SELECT COALESCE(group_concat(id || ':' || status, ','), '') FROM (SELECT id, "
-            f"status FROM allocations WHERE {HOLDS_SQL} AND {scope} ORDER BY id)"
+            f"SELECT COALESCE({self._db.concat}(id || ':' || status, ','), '') FROM (SELECT id, "
+            f"status FROM allocations WHERE {HOLDS_SQL} AND {scope} ORDER BY id) AS held"
         )
         args = () if remote_driver is None else (remote_driver,)
         if conn is not None:
@@ -263,7 +270,7 @@ class Ledger(LedgerWaiters):
 
     def _insert(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         driver: str,
         definition: dict[str, Any],
         resources: Resources,
@@ -295,7 +302,7 @@ class Ledger(LedgerWaiters):
                 break
         conn.execute(
             f"INSERT INTO allocations ({COLUMNS}) VALUES "
-            "(?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 alloc_id,
                 driver,
@@ -316,6 +323,9 @@ class Ledger(LedgerWaiters):
                 note,
                 stamp(starts) if starts else None,
                 stamp(claim_by) if claim_by else None,
+                self.host,
+                None if booking else self.host,
+                None if booking else self._lease(),
             ),
         )
         if waiter is not None:
@@ -367,8 +377,8 @@ class Ledger(LedgerWaiters):
             sets.append("state=?")
             params.append(json.dumps(state))
         pid, started = procinfo.self_identity() if owner else (None, None)
-        sets += ["owner_pid=?", "owner_start=?"]
-        params += [pid, started]
+        sets += ["owner_pid=?", "owner_start=?", "owner_host=?", "lease=?"]
+        params += [pid, started, self.host if owner else None, self._lease() if owner else None]
         sql = f"UPDATE allocations SET {', '.join(sets)} WHERE id=?"
         params.append(alloc_id)
         if expect:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from providers.core.errors import (
     LedgerCorruptError,
@@ -23,7 +23,7 @@ from providers.core.errors import (
     ShoalError,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_SECONDS = 30.0
 # SQLite waits for a lock inside C, where Ctrl-C cannot reach; it is asked to wait only this
 # long per try, and shoal retries from Python until BUSY_TIMEOUT_SECONDS, so it stays
@@ -79,6 +79,33 @@ CREATE TABLE IF NOT EXISTS waiters (
 );
 """
 
+# Version 3: the machine each row and waiter was made on (`host`, drivers.ledger.hosts) and,
+# on a team ledger, the lease that tells other machines its owner still lives.
+_SCHEMA_3 = """
+ALTER TABLE allocations ADD COLUMN host TEXT;
+ALTER TABLE allocations ADD COLUMN owner_host TEXT;
+ALTER TABLE allocations ADD COLUMN lease TEXT;
+ALTER TABLE waiters ADD COLUMN host TEXT;
+ALTER TABLE waiters ADD COLUMN lease TEXT;
+"""
+
+
+class Cursor(Protocol):
+    """What the ledger's SQL reads of a statement's result (sqlite3's and psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection the ledger's SQL runs on: `?` placeholders, SQLite's dialect; the
+    PostgreSQL backend translates (drivers.ledger.pg)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
+
 
 # SQLite's primary result codes (the low byte of sqlite_errorcode).
 _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
@@ -116,6 +143,12 @@ def patiently(action: Callable[[], T]) -> T:
 
 
 class LedgerDb:
+    """The SQLite backend: one file, one machine (drivers.ledger.pg is the team's)."""
+
+    team = False  # every row is this machine's: an owner's liveness is its pid's
+    # The ids of the rows a capacity check saw, as one text (drivers.ledger.book._holdings).
+    concat = "group_concat"
+
     def __init__(
         self,
         path: Path,
@@ -183,6 +216,35 @@ class LedgerDb:
     def exists(self) -> bool:
         return self.path.exists()
 
+    @property
+    def label(self) -> str:
+        """The ledger as messages name it."""
+        return str(self.path)
+
+    def read(self, action: Callable[[Conn], T]) -> T:
+        """`action` on the connection, waiting out another shoal's lock, errors as the user's."""
+        try:
+            return patiently(lambda: action(self.conn()))
+        except sqlite3.Error as exc:
+            raise self.failure(exc) from None
+
+    # -- waking waiters: named pipes beside the file (drivers.ledger.doorbell) ---------------
+
+    def open_bell(self) -> Any:
+        from drivers.ledger import doorbell
+
+        return doorbell.open_bell(doorbell.bell_dir(self.path))
+
+    def ring(self, token: str) -> bool:
+        from drivers.ledger import doorbell
+
+        return doorbell.ring(doorbell.bell_dir(self.path), token)
+
+    def forget(self, token: str) -> None:
+        from drivers.ledger import doorbell
+
+        doorbell.forget(doorbell.bell_dir(self.path), token)
+
     def conn(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
@@ -214,7 +276,11 @@ class LedgerDb:
                     conn.execute("BEGIN IMMEDIATE")
                     # Read again under the lock: another shoal may have upgraded it meanwhile.
                     found = conn.execute("PRAGMA user_version").fetchone()[0]
-                    steps = ([_SCHEMA] if found < 1 else []) + ([_SCHEMA_2] if found < 2 else [])
+                    steps = [
+                        script
+                        for version, script in ((1, _SCHEMA), (2, _SCHEMA_2), (3, _SCHEMA_3))
+                        if found < version
+                    ]
                     for script in steps:
                         for statement in script.split(";"):
                             if statement.strip():

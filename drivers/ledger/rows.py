@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from drivers.supervisor import procinfo
 from providers.core.errors import LedgerCorruptError
 
 ALLOCATING = "ALLOCATING"
@@ -46,7 +45,7 @@ ALL_STATUSES = (
 COLUMNS = (
     "id, driver, status, definition, state, metadata, created, updated, expires, cpu, ram, "
     "multitenancy, cpu_overbook, ram_overbook, is_remote, owner_pid, owner_start, note, "
-    "starts, claim_by"
+    "starts, claim_by, host, owner_host, lease"
 )
 
 
@@ -78,6 +77,9 @@ class Allocation:
     note: str | None
     starts: str | None = None  # a reservation's window start (`alloc --at`)
     claim_by: str | None = None  # a reservation lapses unless claimed before this
+    host: str | None = None  # the machine it was made on (None: this one, a SQLite ledger's)
+    owner_host: str | None = None  # the machine of `owner_pid` (a team ledger's rows)
+    lease: str | None = None  # on a team ledger: until when its owner is known to live
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Allocation:
@@ -108,10 +110,10 @@ class Allocation:
             note=row[17],
             starts=row[18] if len(row) > 18 else None,
             claim_by=row[19] if len(row) > 19 else None,
+            host=row[20] if len(row) > 20 else None,
+            owner_host=row[21] if len(row) > 21 else None,
+            lease=row[22] if len(row) > 22 else None,
         )
-
-    def owner_alive(self) -> bool:
-        return self.owner_pid is not None and procinfo.is_alive(self.owner_pid, self.owner_start)
 
 
 def summary_row(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -128,4 +130,5 @@ def summary_row(row: tuple[Any, ...]) -> dict[str, Any]:
         "note": row[8],
         "starts": row[9],
         "claim_by": row[10],
+        "host": row[11] if len(row) > 11 else None,
     }

@@ -10,14 +10,13 @@ it; callers import from `drivers.ledger.book`.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drivers.ledger.db import LedgerDb, patiently
+from drivers.ledger.db import Conn, LedgerDb
 from drivers.ledger.rows import (
     ALLOCATED,
     COLUMNS,
@@ -39,6 +38,8 @@ from drivers.supervisor import procinfo
 from providers.core.errors import LedgerCorruptError, NotFoundError
 
 if TYPE_CHECKING:
+    from drivers.ledger.hosts import Heartbeat
+    from drivers.ledger.pg import PgLedgerDb
     from drivers.spec.types import Resources
 
 
@@ -78,7 +79,9 @@ INDEXES = {
 OBSOLETE_INDEXES = ("allocations_live",)  # the live index before EXITED
 
 # The columns of a `status` list row (drivers.ledger.rows.summary_row reads them in order).
-SUMMARY_COLUMNS = "id, driver, status, cpu, ram, created, expires, updated, note, starts, claim_by"
+SUMMARY_COLUMNS = (
+    "id, driver, status, cpu, ram, created, expires, updated, note, starts, claim_by, host"
+)
 
 
 def _json_of(column: str, drop: str | None = None) -> str:
@@ -94,11 +97,20 @@ def _json_of(column: str, drop: str | None = None) -> str:
 LISTED_JSON = (
     "json_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, 'ram', ram, "
     "'created', created, 'expires', expires, 'updated', updated, 'starts', starts, "
-    "'claim_by', claim_by, 'note', note, "
+    "'claim_by', claim_by, 'host', host, 'note', note, "
     f"'metadata', {_json_of('metadata')}, "
     f"'definition', {_json_of('definition', 'authentication')}, "
     f"'resource', {_json_of('state', 'authentication')}, "
     "'driver_status', NULL, 'drift', NULL, 'detail', NULL)"
+)
+# The same on PostgreSQL (a row that is not JSON fails it: the list is then built in Python).
+PG_LISTED_JSON = (
+    "json_build_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, 'ram', ram, "
+    "'created', created, 'expires', expires, 'updated', updated, 'starts', starts, "
+    "'claim_by', claim_by, 'host', host, 'note', note, 'metadata', metadata::json, "
+    "'definition', definition::jsonb - 'authentication', "
+    "'resource', state::jsonb - 'authentication', "
+    "'driver_status', NULL, 'drift', NULL, 'detail', NULL)::text"
 )
 _NO_JSON = "no such function: json"  # an SQLite built without its JSON functions
 
@@ -129,6 +141,7 @@ def _listed_json(row: Allocation) -> str:
         "updated": row.updated,
         "starts": row.starts,
         "claim_by": row.claim_by,
+        "host": row.host,
         "note": row.note,
         "metadata": row.metadata,
         "definition": public(row.definition),
@@ -142,15 +155,84 @@ def _now() -> datetime:
 
 
 class LedgerStore:
-    def __init__(self, path: Path, clock: Callable[[], datetime] = _now) -> None:
-        """Reads of a ledger that does not exist see it empty; the first write creates it.
-        `clock` tells the time for windows, reservations and rows (tests move it)."""
-        self._db = LedgerDb(path, INDEXES, OBSOLETE_INDEXES)
+    def __init__(
+        self,
+        path: Path | None = None,
+        clock: Callable[[], datetime] = _now,
+        *,
+        db: PgLedgerDb | None = None,
+        host: str | None = None,
+    ) -> None:
+        """The SQLite file at `path`, or the team's ledger `db` (drivers.ledger.pg).
+        Reads of a ledger that does not exist see it empty; the first write creates it.
+        `clock` tells the time for windows, reservations and rows (tests move it). `host`:
+        this machine's id, recorded in the rows it writes (drivers.ledger.hosts)."""
+        if db is None:
+            if path is None:
+                raise TypeError("a ledger needs a path or a db")
+            self._db: LedgerDb | PgLedgerDb = LedgerDb(path, INDEXES, OBSOLETE_INDEXES)
+        else:
+            self._db = db
         self.clock = clock
+        self.host = host
+        self.team = self._db.team
+        if self.team and not host:
+            raise TypeError("a team ledger needs this machine's host id")
+        # The rows that hold this machine's capacity (process, a local container engine):
+        # on a team ledger only this machine's. A host id is letters, digits and . _ -.
+        self._local = "is_remote = 0" + (f" AND host = '{host}'" if self.team else "")
+        # The waiters a driver's queue holds: a machine-scoped driver's are this machine's.
+        self._queue_scope = f" AND (is_remote = 1 OR host = '{host}')" if self.team else ""
+        self._heartbeat: Heartbeat | None = None
         self._ring_pending = False
 
+    def alive(
+        self, host: str | None, pid: int | None, started: str | None, lease: str | None
+    ) -> bool:
+        """Whether the owner of a row or a queue place lives: its pid on this machine, its
+        lease on another machine of the team (drivers.ledger.hosts)."""
+        if pid is None:
+            return False
+        if self.team and host is not None and host != self.host:
+            from drivers.ledger.hosts import lease_alive
+
+            return lease_alive(lease)
+        return procinfo.is_alive(pid, started)
+
+    def owner_alive(self, row: Allocation) -> bool:
+        return self.alive(row.owner_host, row.owner_pid, row.owner_start, row.lease)
+
+    def mine(self, row: Allocation) -> bool:
+        """Whether a row was made on this machine (every row of a SQLite ledger is)."""
+        return not self.team or row.host is None or row.host == self.host
+
+    def _lease(self) -> str | None:
+        """The lease a row or place this process owns starts with; on a team ledger the
+        heartbeat renews it while the process lives."""
+        if not self.team:
+            return None
+        from drivers.ledger.hosts import Heartbeat, lease_stamp
+
+        if self._heartbeat is None:
+            import os
+
+            assert self.host is not None
+            self._heartbeat = Heartbeat(self._db, self.host, os.getpid())  # type: ignore[arg-type]
+            self._heartbeat.start()
+        return lease_stamp()
+
+    @property
+    def label(self) -> str:
+        return self._db.label
+
+    def ring(self, token: str) -> bool:
+        return self._db.ring(token)
+
+    def open_bell(self) -> Any:
+        return self._db.open_bell()
+
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Conn]:
         """A write transaction; waiters are rung after it commits if it freed capacity."""
         self._ring_pending = False
         with self._db.transaction() as conn:
@@ -164,13 +246,17 @@ class LedgerStore:
 
     @property
     def path(self) -> Path:
-        return self._db.path
+        if isinstance(self._db, LedgerDb):
+            return self._db.path
+        raise TypeError("a team ledger has no file")
 
     @property
     def exists(self) -> bool:
         return self._db.exists
 
     def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         self._db.close()
 
     def ring_waiters(self) -> None:
@@ -179,7 +265,7 @@ class LedgerStore:
 
     # -- orphans -------------------------------------------------------------------------
 
-    def _sweep(self, conn: sqlite3.Connection, now: str) -> None:
+    def _sweep(self, conn: Conn, now: str) -> None:
         lapsed = conn.execute(
             "UPDATE allocations SET status=?, updated=?, note='not claimed by ' || claim_by || "
             "'; its capacity was freed' WHERE status=? AND claim_by <= ?",
@@ -188,11 +274,11 @@ class LedgerStore:
         if lapsed:
             self._ring_pending = True
         rows = conn.execute(
-            "SELECT id, owner_pid, owner_start, status, note FROM allocations "
+            "SELECT id, owner_pid, owner_start, status, note, owner_host, lease FROM allocations "
             f"WHERE status IN {sql_in(IN_FLIGHT)}"
         ).fetchall()
-        for row_id, pid, started, status, note in rows:
-            if pid is not None and procinfo.is_alive(pid, started):
+        for row_id, pid, started, status, note, host, lease in rows:
+            if self.alive(host, pid, started, lease):
                 continue
             # An interrupted allocate may hold a workload (cleaned up as ORPHANED); an
             # interrupted free goes back to what its note says it was (ALLOCATED, ORPHANED,
@@ -205,18 +291,30 @@ class LedgerStore:
                 new_status = before if before in restorable else ALLOCATED
             conn.execute(
                 "UPDATE allocations SET status=?, updated=?, owner_pid=NULL, owner_start=NULL, "
-                "note=? WHERE id=?",
-                (new_status, now, f"owner process {pid} died during {status.lower()}", row_id),
+                "owner_host=NULL, note=? WHERE id=?",
+                (new_status, now, self._death(host, pid, status), row_id),
             )
+
+    def _death(self, host: str | None, pid: int | None, status: str) -> str:
+        if self.team and host is not None and host != self.host:
+            return (
+                f"owner process {pid} on {host} stopped renewing its lease during "
+                f"{status.lower()}"
+            )
+        return f"owner process {pid} died during {status.lower()}"
 
     # -- usage ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _usage(conn: sqlite3.Connection, remote_driver: str | None = None) -> Resources:
+    def _scope(self, remote_driver: str | None) -> str:
+        """A capacity pool's rows: this machine's local drivers', or one team driver's (on
+        every machine)."""
+        return self._local if remote_driver is None else "is_remote = 1 AND driver = ?"
+
+    def _usage(self, conn: Conn, remote_driver: str | None = None) -> Resources:
         """What local drivers hold of this node; for a remote driver, what it holds itself."""
         from drivers.spec.types import Resources
 
-        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
+        scope = self._scope(remote_driver)
         cpu, ram, count, multi, cpu_ob, ram_ob = conn.execute(
             "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0), COUNT(*), "
             "COALESCE(MIN(multitenancy), 0), COALESCE(MIN(cpu_overbook), 0), "
@@ -239,10 +337,7 @@ class LedgerStore:
             from drivers.spec.types import Resources
 
             return Resources()
-        try:
-            return patiently(lambda: self._usage(self._db.conn(), remote_driver))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
+        return self._db.read(lambda conn: self._usage(conn, remote_driver))
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -268,6 +363,15 @@ class LedgerStore:
         )
         return [Allocation.from_row(r) for r in rows]
 
+    @property
+    def _json_sql(self) -> str:
+        return PG_LISTED_JSON if self.team else LISTED_JSON
+
+    def _json_fallback(self, exc: Exception) -> bool:
+        """Whether a list built in SQL is built in Python instead: SQLite without its JSON
+        functions, or a PostgreSQL row that is not JSON (SQLite's json_valid makes it null)."""
+        return self.team or _NO_JSON in str(exc)
+
     def _listed(self, include_ended: bool) -> str:
         """FROM and WHERE of the `status` list: every row, or the live ones (their index)."""
         if include_ended:
@@ -282,11 +386,11 @@ class LedgerStore:
         text (`"json"`), built as `summaries_json` builds it."""
         listed = f"{self._listed(include_ended)} ORDER BY created"
         width = SUMMARY_COLUMNS.count(",") + 1
-        extra = (", metadata" if metadata else "") + (f", {LISTED_JSON}" if encoded else "")
+        extra = (", metadata" if metadata else "") + (f", {self._json_sql}" if encoded else "")
         try:
             rows = self._db.query(f"SELECT {SUMMARY_COLUMNS}{extra} {listed}")
         except LedgerCorruptError as exc:
-            if not encoded or _NO_JSON not in str(exc):
+            if not encoded or not self._json_fallback(exc):
                 raise
             # No JSON functions in this SQLite: the same, built in Python.
             head = width + (1 if metadata else 0)
@@ -313,10 +417,10 @@ class LedgerStore:
         """
         try:
             return self._db.column(
-                f"SELECT {LISTED_JSON} {self._listed(include_ended)} ORDER BY created"
+                f"SELECT {self._json_sql} {self._listed(include_ended)} ORDER BY created"
             )
         except LedgerCorruptError as exc:
-            if _NO_JSON not in str(exc):
+            if not self._json_fallback(exc):
                 raise
             listed = f"{self._listed(include_ended)} ORDER BY created"
             rows = self._db.query(f"SELECT {COLUMNS} {listed}")

@@ -144,6 +144,8 @@ class Waiter:
     token: str
     owner_pid: int | None
     owner_start: str | None
+    host: str | None = None  # the machine it waits on (a team ledger's)
+    lease: str | None = None
 
     def span(self, now: datetime) -> Span:
         return Span(

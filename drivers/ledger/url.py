@@ -95,20 +95,6 @@ def ledger_url(settings: Settings) -> LedgerUrl | None:
     return LedgerUrl(value, where)
 
 
-def require_sqlite(settings: Settings) -> None:
-    """Until the PostgreSQL backend lands, a ledger URL is refused (78) rather than ignored:
-    a user who set one must not believe their machines share a ledger while each keeps its
-    own."""
-    found = ledger_url(settings)
-    if found is not None:
-        from providers.core.errors import ConfigError
-
-        raise ConfigError(
-            f"{found.where}: a ledger on PostgreSQL is not in this version of shoal yet; "
-            "unset it to keep the SQLite ledger of this machine"
-        )
-
-
 def check(value: str, where: str = CONFIG_KEY) -> None:
     """A ConfigError, never quoting the value, when `value` is not a URL libpq could read;
     what only libpq knows (its parameters' names) is `parse`'s."""

@@ -9,12 +9,10 @@ one (RESERVED -> ALLOCATING). Part of `drivers.ledger.book.Ledger`.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from drivers.ledger.db import patiently
 from drivers.ledger.rows import (
     ALLOCATING,
     FREED,
@@ -25,10 +23,10 @@ from drivers.ledger.rows import (
     unstamp,
 )
 from drivers.ledger.store import HOLDS_SQL, LOCAL_SETTLED_SQL, LedgerStore
-from drivers.supervisor import procinfo
 from providers.core.usage import AllocationUsage
 
 if TYPE_CHECKING:
+    from drivers.ledger.db import Conn
     from drivers.ledger.timeline import Fit, Span
     from drivers.spec.types import Resources
 
@@ -41,18 +39,18 @@ class LedgerWindows(LedgerStore):
         the reservations still to be claimed (`starts` set: they hold from then)."""
         settled = self._db.query(
             "SELECT driver, SUM(cpu), SUM(ram), expires FROM allocations "
-            f"WHERE status IN {LOCAL_SETTLED_SQL} AND is_remote = 0 "
+            f"WHERE status IN {LOCAL_SETTLED_SQL} AND {self._local} "
             "GROUP BY driver, expires"
         )
         in_flight = self._db.query(
-            "SELECT driver, cpu, ram, expires, owner_pid, owner_start FROM allocations "
-            "WHERE status = 'ALLOCATING' AND is_remote = 0"
+            "SELECT driver, cpu, ram, expires, owner_pid, owner_start, owner_host, lease "
+            f"FROM allocations WHERE status = 'ALLOCATING' AND {self._local}"
         )
         rows = [(d, c, r, e) for d, c, r, e in settled] + [
             (d, c, r, e)
-            for d, c, r, e, pid, started in in_flight
+            for d, c, r, e, pid, started, host, lease in in_flight
             # An allocation whose shoal died mid-way holds nothing, even before cleanup.
-            if pid is not None and procinfo.is_alive(pid, started)
+            if self.alive(host, pid, started, lease)
         ]
         return [
             AllocationUsage(driver=d, cpu=c, ram_gib=r, expires=unstamp(e) if e else None)
@@ -63,7 +61,7 @@ class LedgerWindows(LedgerStore):
         """Local reservations still to be claimed, each holding from its window's start."""
         rows = self._db.query(
             "SELECT driver, cpu, ram, expires, starts, id FROM allocations "
-            "WHERE status=? AND is_remote = 0 AND claim_by > ? ORDER BY starts, id",
+            f"WHERE status=? AND {self._local} AND claim_by > ? ORDER BY starts, id",
             (RESERVED, stamp(self.clock())),
         )
         return [
@@ -75,14 +73,12 @@ class LedgerWindows(LedgerStore):
 
     # -- windows -------------------------------------------------------------------------
 
-    def _spans(
-        self, conn: sqlite3.Connection, remote_driver: str | None, now: datetime
-    ) -> list[Span]:
+    def _spans(self, conn: Conn, remote_driver: str | None, now: datetime) -> list[Span]:
         """What holds capacity of this scope over time: allocations from now until their
         expiry (overdue or without one: until freed), reservations over their windows."""
         from drivers.ledger.timeline import Span
 
-        scope = "is_remote = 0" if remote_driver is None else "is_remote = 1 AND driver = ?"
+        scope = self._scope(remote_driver)
         args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
         spans: list[Span] = []
         for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(
@@ -129,10 +125,7 @@ class LedgerWindows(LedgerStore):
         begin = start or now
         if not self.exists:
             return window_fit([], begin, end, fits)
-        try:
-            spans = patiently(lambda: self._spans(self._db.conn(), remote_driver, now))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
+        spans = self._db.read(lambda conn: self._spans(conn, remote_driver, now))
         return window_fit(spans, begin, end, fits)
 
     def expected_back(
@@ -144,10 +137,7 @@ class LedgerWindows(LedgerStore):
         if not self.exists:
             return None
         now = self.clock()
-        try:
-            spans = patiently(lambda: self._spans(self._db.conn(), None, now))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
+        spans = self._db.read(lambda conn: self._spans(conn, None, now))
         return next_fit(spans, now, life, fits)
 
     def next_release(self) -> datetime | None:
@@ -157,7 +147,7 @@ class LedgerWindows(LedgerStore):
         rows = self._db.query(
             "SELECT MIN(t) FROM (SELECT MIN(expires) AS t FROM allocations WHERE "
             f"{HOLDS_SQL} AND expires > ? UNION ALL SELECT MIN(claim_by) FROM allocations "
-            "WHERE status=? AND claim_by > ?)",
+            "WHERE status=? AND claim_by > ?) AS due",
             (now, RESERVED, now),
         )
         return unstamp(rows[0][0]) if rows and rows[0][0] else None
@@ -176,7 +166,10 @@ class LedgerWindows(LedgerStore):
         row is. With `fits` (the driver's check for its definition), a claim whose room is
         still held by allocations past their lifetime (still stopping) is refused (75)
         until they have ended."""
+        from drivers.supervisor import procinfo
+
         pid, started = procinfo.self_identity()
+        lease = self._lease()
         with self._write() as conn:
             now = stamp(self.clock())
             self._sweep(conn, now)  # a reservation past its claim deadline lapses first
@@ -186,10 +179,10 @@ class LedgerWindows(LedgerStore):
                     raise self.still_held(alloc_id, held_by)
             moved = conn.execute(
                 "UPDATE allocations SET status=?, updated=?, definition=?, metadata=?, "
-                "owner_pid=?, owner_start=?, note=? "
+                "owner_pid=?, owner_start=?, owner_host=?, lease=?, note=? "
                 "WHERE id=? AND status=? AND starts <= ? AND claim_by > ?",
                 (ALLOCATING, now, json.dumps(definition), json.dumps(metadata), pid, started,
-                 "claimed reservation", alloc_id, RESERVED, now, now),
+                 self.host, lease, "claimed reservation", alloc_id, RESERVED, now, now),
             ).rowcount  # fmt: skip
         if not moved:
             raise self.unclaimable(self.get(alloc_id))
@@ -200,13 +193,10 @@ class LedgerWindows(LedgerStore):
         workloads are being stopped): its claim waits for them (a read)."""
         if not self.exists:
             return []
-        try:
-            return patiently(lambda: self._in_the_way(self._db.conn(), alloc_id, fits))
-        except sqlite3.Error as exc:
-            raise self._db.failure(exc) from None
+        return self._db.read(lambda conn: self._in_the_way(conn, alloc_id, fits))
 
     def _in_the_way(
-        self, conn: sqlite3.Connection, alloc_id: str, fits: Callable[[Resources], int]
+        self, conn: Conn, alloc_id: str, fits: Callable[[Resources], int]
     ) -> list[str]:
         """A reservation's room is booked beside everything that holds capacity during its
         window; what it was not booked beside is what should have ended by its start:
@@ -219,7 +209,7 @@ class LedgerWindows(LedgerStore):
         overdue = [
             str(row[0])
             for row in conn.execute(
-                f"SELECT id FROM allocations WHERE {HOLDS_SQL} AND is_remote = 0 "
+                f"SELECT id FROM allocations WHERE {HOLDS_SQL} AND {self._local} "
                 "AND expires IS NOT NULL AND expires <= ? ORDER BY expires, id",
                 (stamp(now),),
             )

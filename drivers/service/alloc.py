@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from drivers.service.bring_up import bring_up, check_metadata, prepare
 from drivers.service.context import Drivers, capacity, public_definition
 from drivers.service.recovery import recover
+from drivers.spec.base import counted_by_team
 from drivers.spec.views import AllocationView, DryRun
 from providers.core.errors import NoCapacityError, UsageError
 from providers.core.wire import to_wire
@@ -46,7 +47,7 @@ def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = Non
         driver = prepare_booking(ctx, definition)  # as `alloc --at` would check it
     else:
         driver = prepare(ctx, definition)
-    scope = driver.name() if driver.is_remote() else None
+    scope = driver.name() if counted_by_team(driver) else None
     if at is not None:
         from drivers.service.queue import AT_SLACK
 
@@ -107,7 +108,7 @@ def allocate(
             definition=to_wire(definition),
             resources=definition.resources,
             metadata=metadata,
-            is_remote=driver.is_remote(),
+            is_remote=counted_by_team(driver),
             expires=expires,
             fits=lambda usage: capacity(driver, usage, definition),
             queue=queue_fits(driver),

@@ -33,9 +33,11 @@ def check_config(settings: Settings) -> list[str]:
         elif name == "image":
             image_settings(settings)
         elif name == "ledger":
-            from drivers.ledger.url import require_sqlite
+            from drivers.ledger.url import ledger_url
 
-            require_sqlite(settings)  # its form first, then that this shoal cannot use it yet
+            found = ledger_url(settings)  # its form
+            if found is not None:
+                found.params()  # libpq reads it (psycopg installed, known parameters)
         elif name == "drivers":
             builtins = set(builtin_kinds())
             for full, config in driver_list(settings).items():

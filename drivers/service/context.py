@@ -39,11 +39,9 @@ class Drivers:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Drivers:
-        from drivers.ledger.url import require_sqlite
-        from drivers.paths import ledger_file
+        from drivers.ledger.open import open_ledger
 
-        require_sqlite(settings)
-        return cls(settings=settings, ledger=Ledger(ledger_file(settings.paths)))
+        return cls(settings=settings, ledger=open_ledger(settings))
 
 
 @contextlib.contextmanager
@@ -105,6 +103,7 @@ def describe(row: Allocation) -> AllocationView:
         metadata=row.metadata,
         starts=row.starts,
         claim_by=row.claim_by,
+        host=row.host,
     )
 
 

@@ -45,7 +45,7 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
         return FreeResult(describe(row).to_json(), False, f"{row.id}: {already} ({row.updated})")
     if row.status in (L.RESERVED, L.LAPSED):
         return _cancel_reservation(ctx, row)
-    if row.status == L.FREEING and row.owner_alive():
+    if row.status == L.FREEING and ctx.ledger.owner_alive(row):
         # Another shoal is freeing it: that is what we were asked for. Wait for its outcome.
         return _await_other_free(ctx, row, note)
     if row.status in L.IN_FLIGHT:
@@ -120,7 +120,7 @@ def _await_other_free(ctx: Drivers, row: Allocation, note: str) -> FreeResult:
             # Not by this command, but freed as asked.
             by = f"{row.id}: freed (by shoal process {row.owner_pid})"
             return FreeResult(describe(now).to_json(), False, by)
-        if now.status != L.FREEING or not now.owner_alive():
+        if now.status != L.FREEING or not ctx.ledger.owner_alive(now):
             return free(ctx, row.id, note=note)  # it failed or died: decide again
     raise RetryableError(
         f"{row.id} is still being freed by shoal process {row.owner_pid} after "

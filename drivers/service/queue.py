@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from drivers.spec.base import counted_by_team
 from providers.core.errors import NoCapacityError, RetryableError, ShoalError, UsageError
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def refuse_impossible(driver: ResourceDriver, definition: LabelDefinition, doing
     from drivers.spec.capacity import never_fits
     from drivers.spec.types import Resources
 
-    if driver.is_remote():
+    if counted_by_team(driver):
         return  # a backend's capacity with nothing of ours in it is not what it could hold
     said = f"{doing}: " if doing else ""
     if isinstance(driver, HasTotals):
@@ -178,7 +179,7 @@ def wait_for_room(
             definition=to_wire(definition),
             resources=definition.resources,
             metadata=metadata,
-            is_remote=driver.is_remote(),
+            is_remote=counted_by_team(driver),
             expires=expiry[0],
             fits=lambda usage: capacity(driver, usage, definition),
             queue=queue,
@@ -191,7 +192,7 @@ def wait_for_room(
             definition=to_wire(definition),
             resources=definition.resources,
             life=life,
-            is_remote=driver.is_remote(),
+            is_remote=counted_by_team(driver),
             token=token,
             place=place,
         )
@@ -275,17 +276,16 @@ def wait_for_room(
 
 
 def _bell(ctx: Drivers) -> Bell:
-    """This waiter's doorbell; where named pipes cannot be made at all, a polling waiter."""
-    from drivers.ledger import doorbell
-
-    directory = doorbell.bell_dir(ctx.ledger.path)
+    """This waiter's doorbell (a named pipe beside a SQLite ledger, LISTEN on a team's);
+    where named pipes cannot be made at all, a polling waiter."""
     try:
-        return doorbell.open_bell(directory)
+        bell: Bell = ctx.ledger.open_bell()
     except OSError as exc:
         raise ShoalError(
-            f"--wait: cannot make a named pipe in {directory} ({exc.strerror}); check that "
-            "the state dir is writable"
+            f"--wait: cannot make a named pipe beside {ctx.ledger.label} ({exc.strerror}); "
+            "check that the state dir is writable"
         ) from None
+    return bell
 
 
 def _keep_place(
@@ -300,9 +300,10 @@ def _keep_place(
         return bell, queue_up(bell.token, place)
     from drivers.ledger import doorbell
 
+    fresh: Bell
     try:
-        fresh = doorbell.open_bell(doorbell.bell_dir(ctx.ledger.path))
-    except OSError:
+        fresh = ctx.ledger.open_bell()
+    except (OSError, ShoalError):
         fresh = doorbell.Polling()  # it can still look for itself
     bell.close()
     return fresh, queue_up(fresh.token, place)
@@ -329,11 +330,9 @@ def _take_turn(
     attempt: Callable[[int | None], str],
 ) -> str | None:
     """Take the room if this waiter is served now; ring the others that are."""
-    from drivers.ledger import doorbell
-
     ledger = ctx.ledger
     name = driver.name()
-    if driver.is_remote():
+    if counted_by_team(driver):
         # Strictly in arrival order: only the first asks the backend. A backend that cannot
         # tell now (75) is asked again later: the wait goes on.
         if not ledger.leads(place, name):
@@ -342,10 +341,9 @@ def _take_turn(
             return attempt(place)
         return None
     served = ledger.served_now(name, queue)
-    directory = doorbell.bell_dir(ledger.path)
     for other in served:
         if other.id != place:
-            doorbell.ring(directory, other.token)
+            ledger.ring(other.token)
     if not any(w.id == place for w in served):
         return None
     with contextlib.suppress(RetryableError):  # taken meanwhile, or the ledger was busy
@@ -378,7 +376,7 @@ def _timed_out(
     )
     if ahead:
         text += f" ({ahead} earlier waiter(s) still queued)"
-    if not driver.is_remote():
+    if not counted_by_team(driver):
         back = ctx.ledger.expected_back(lambda usage: capacity(driver, usage, definition), life)
         if back is not None:
             at, what = back
@@ -417,7 +415,7 @@ def book(
 
     driver = prepare_booking(ctx, definition)
     check_metadata(driver, metadata)
-    if driver.is_remote():
+    if counted_by_team(driver):
         raise UsageError(
             f"--at: {driver.name()} is remote (its backend decides what fits, and holds "
             "nothing for a booking); reservations are for local drivers"

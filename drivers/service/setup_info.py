@@ -47,7 +47,7 @@ def known_env_vars() -> list[str]:
 def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> list[SetupItem]:
     from drivers.container.engine import locate
     from drivers.image.store import images_dir
-    from drivers.paths import ledger_file, workspaces_dir
+    from drivers.paths import workspaces_dir
 
     environ = os.environ if environ is None else environ
     paths = settings.paths
@@ -56,7 +56,7 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
     absent = None if paths.config_file.exists() else "absent: defaults apply"
     items = [
         SetupItem("config file", str(paths.config_file), config_from, absent),
-        SetupItem("ledger", str(ledger_file(paths)), home),
+        _ledger_item(settings, home),
         SetupItem("workspaces", str(workspaces_dir(paths)), home),
         SetupItem("catalog cache", str(paths.cache_dir / "catalog.sqlite"), home),
         SetupItem("images dir", str(images_dir(settings)), _images_source(settings, home)),
@@ -85,6 +85,20 @@ def effective(settings: Settings, environ: Mapping[str, str] | None = None) -> l
             else:
                 items.append(SetupItem(f"${name}", environ[name], "environment"))
     return items
+
+
+def _ledger_item(settings: Settings, home: str) -> SetupItem:
+    """The SQLite file, or the team ledger's URL without its password and where it was set."""
+    from drivers.ledger.url import ledger_url
+    from drivers.paths import ledger_file
+
+    try:
+        found = ledger_url(settings)
+    except ShoalError as exc:
+        return SetupItem("ledger", None, "[ledger] url", f"invalid: {exc}")
+    if found is None:
+        return SetupItem("ledger", str(ledger_file(settings.paths)), home)
+    return SetupItem("ledger", found.shown, found.where.split(":")[0], "PostgreSQL (team)")
 
 
 def _images_source(settings: Settings, home: str) -> str:

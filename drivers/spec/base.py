@@ -26,6 +26,13 @@ class ResourceDriverTask(Protocol):
         ...
 
 
+def counted_by_team(driver: ResourceDriver) -> bool:
+    """Whether the ledger counts the driver's capacity over every machine's rows (a team
+    scope: clouds, clusters, `scope = "team"` in its table) or over this machine's."""
+    scope = getattr(driver, "ledger_scope", None)
+    return driver.is_remote() if scope is None else scope == "team"
+
+
 class ResourceDriver(Protocol):
     def name(self) -> str:
         """`name/instance`, as in the driver list (`test/dev`)."""

@@ -29,6 +29,7 @@ ALLOCATION_KEYS = (
     "updated",
     "starts",
     "claim_by",
+    "host",
     "note",
     "metadata",
     "definition",
@@ -87,6 +88,7 @@ class AllocationView:
     metadata: dict[str, Any] = field(default_factory=dict)
     starts: str | None = None  # a reservation's window start (it ends at `expires`)
     claim_by: str | None = None  # an unclaimed reservation lapses then
+    host: str | None = None  # the machine it was made on (a team ledger; else null)
 
     def to_json(self) -> dict[str, Any]:
         """The allocation object; not reconciled with its driver, so those keys are null."""
@@ -130,6 +132,7 @@ class Summary:
     note: str | None
     starts: str | None = None
     claim_by: str | None = None
+    host: str | None = None
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> Summary:
@@ -145,6 +148,7 @@ class Summary:
             note=row.get("note"),
             starts=row.get("starts"),
             claim_by=row.get("claim_by"),
+            host=row.get("host"),
         )
 
 

@@ -12,6 +12,9 @@ ENV_IMAGE_PASSWORD = "SHOAL_IMAGE_PASSWORD"
 # The ledger on PostgreSQL: a postgresql:// URL, before the config's [ledger] url; set but
 # empty, the SQLite ledger whatever the config says (drivers/ledger/url.py).
 ENV_LEDGER_URL = "SHOAL_LEDGER_URL"
+# This machine's name in a team ledger's rows (letters, digits, . _ -); default: a random id
+# kept in the state dir (drivers/ledger/hosts.py). Two machines must never share one.
+ENV_HOST_ID = "SHOAL_HOST_ID"
 
 # Cloud catalogs: base URLs (mirrors, proxies, air-gapped copies, tests) and credentials.
 ENV_AWS_PRICING_URL = "SHOAL_AWS_PRICING_URL"  # default https://pricing.us-east-1.amazonaws.com

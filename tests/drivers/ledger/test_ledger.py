@@ -79,7 +79,7 @@ def test_reserve_writes_an_allocating_row_owned_by_this_process(ledger: Ledger) 
     assert row.definition == {"driver": "test/default", "resources": {"cpu": 2, "ram": 3}}
     assert row.metadata == {"who": "test"}
     assert row.owner_pid == os.getpid()
-    assert row.owner_alive()
+    assert ledger.owner_alive(row)
     assert row.state is None
 
 
@@ -183,6 +183,7 @@ def test_summaries_hide_ended_rows_unless_asked(ledger: Ledger) -> None:
         "note",
         "starts",
         "claim_by",
+        "host",
     }
     # Each with its allocation object built by SQLite, when asked.
     encoded = ledger.summaries(include_ended=True, encoded=True)

@@ -283,31 +283,17 @@ def test_config_show_with_a_postgresql_url_does_not_import_psycopg(home: Path) -
     assert not [name for name in imported if name.startswith("psycopg")]
 
 
-def test_a_set_url_is_refused_until_the_postgresql_ledger_lands(
-    cli: Callable[..., Run], write_config: Callable[[str], Path]
-) -> None:
-    # Refused, not ignored: a team must not believe its machines share a ledger.
-    url = "postgresql://shoal:s3cret-pw@db.example:5432/shoal"
-    for args in (("status",), ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")):
-        run = cli(*args, env={"SHOAL_LEDGER_URL": url})
-        assert run.exit_code == 78, run.stderr
-        assert "SHOAL_LEDGER_URL: a ledger on PostgreSQL is not in this version" in run.stderr
-        assert "s3cret" not in run.stderr + run.stdout
-    write_config(f'[ledger]\nurl = "{url}"\n')
-    run = cli("status")
-    assert run.exit_code == 78 and "[ledger] url" in run.stderr and "s3cret" not in run.stderr
-    assert cli("status", env={"SHOAL_LEDGER_URL": ""}).exit_code == 0  # empty: SQLite
-
-
 def test_config_check_reads_the_ledger_table(
     cli: Callable[..., Run], write_config: Callable[[str], Path]
 ) -> None:
     write_config('[ledger]\nurl = "mysql://x"\n')
     bad = cli("config", "check")
     assert bad.exit_code == 78 and "[ledger] url" in bad.stderr, bad.stderr
-    write_config('[ledger]\nurl = "postgresql://shoal:pw@db/shoal"\n')
+    write_config('[ledger]\nurl = "postgresql://shoal:pw@db/shoal?sslmod=require"\n')
     later = cli("config", "check")
-    assert later.exit_code == 78 and "not in this version" in later.stderr
+    assert later.exit_code == 78 and "did you mean 'sslmode'" in later.stderr, later.stderr
     assert "pw@" not in later.stderr
+    write_config('[ledger]\nurl = "postgresql://shoal:pw@db/shoal"\n')
+    assert cli("config", "check").exit_code == 0  # checked, not connected to
     write_config('[ledger]\nurl = ""\n')
     assert cli("config", "check").exit_code == 0

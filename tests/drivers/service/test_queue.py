@@ -313,6 +313,6 @@ def test_the_schema_of_a_version_1_ledger_is_upgraded_in_place(home: Path) -> No
         row = ledger.get("test-1")
         assert (row.status, row.starts, row.claim_by) == (L.ALLOCATED, None, None)
         assert ledger.waiting("test/default") == []
-        assert ledger._db.conn().execute("PRAGMA user_version").fetchone()[0] == 2
+        assert ledger._db.conn().execute("PRAGMA user_version").fetchone()[0] == 3
     finally:
         ledger.close()
