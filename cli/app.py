@@ -180,6 +180,7 @@ COMMANDS: dict[str, str] = {
     "image": "cli.commands.image:app",
     "catalog": "cli.commands.catalog:app",
     "config": "cli.commands.config:app",
+    "ledger": "cli.commands.ledger:app",
     "completion": "cli.commands.completion:completion",
     "version": "cli.commands.version:version",
 }

@@ -114,13 +114,15 @@ def expires_in(stamp: Any, now: Any) -> str | None:
 def allocation_columns(rows: Sequence[Summary], wide: bool) -> list[Col]:
     """`status` columns: ids and statuses never leave; on a narrow terminal the note moves
     under its row (shortened with `…`), then Age is left out. `Starts` when a row is a
-    booking; `-o wide` adds the absolute times."""
+    booking; `-o wide` adds the absolute times; `Host` on a team ledger (the machine each
+    was made on)."""
     from cli.tables import Col
 
     booked, started = _booked(rows), any(r.starts for r in rows)
     return [
         Col("ID"),
         Col("Driver"),
+        *([Col("Host", drop=2)] if _hosted(rows) else []),
         Col("Status"),
         Col("CPU"),
         Col("GiB"),
@@ -131,6 +133,10 @@ def allocation_columns(rows: Sequence[Summary], wide: bool) -> list[Col]:
         *([Col("Created (UTC)"), *([Col("Starts (UTC)")] if started else [])] if wide else []),
         *([Col("Expires (UTC)")] if wide else []),
     ]
+
+
+def _hosted(rows: Sequence[Summary]) -> bool:
+    return any(r.host for r in rows)
 
 
 def _booked(rows: Sequence[Summary]) -> bool:
@@ -149,10 +155,12 @@ def allocation_rows(rows: Sequence[Summary], wide: bool) -> list[list[Any]]:
 
     now = utcnow()
     booked, started = _booked(rows), any(r.starts for r in rows)
+    hosted = _hosted(rows)
     return [
         [
             r.id,
             r.driver,
+            *([r.host] if hosted else []),
             r.status,
             r.cpu,
             r.ram,

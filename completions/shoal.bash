@@ -66,6 +66,8 @@ _shoal_valued() {
         'image list') valued=' --out --output -o ' ;;
         'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --output -o ' ;;
         'image rm') valued=' --out --output -o ' ;;
+        'ledger copy') valued=' --to --output ' ;;
+        'ledger migrate') valued=' --output ' ;;
         logs) valued=' --tail -n ' ;;
         offers) valued=' --gpus --gpu --cpu --ram --count --market --arch --max-price --provider -p --region -r --sort --group-by --limit --max-age --context --output -o ' ;;
         pricing) valued=' --provider -p --region -r --select -s --sort --limit --start --end --max-age --context --output -o ' ;;
@@ -103,7 +105,7 @@ _shoal() {
         fi
         case "$cmd" in
             "") cmd="$w" ;;
-            catalog|config|image) cmd="$cmd $w" ;;
+            catalog|config|image|ledger) cmd="$cmd $w" ;;
             *) ((npos++)) ;;
         esac
         _shoal_valued
@@ -113,7 +115,7 @@ _shoal() {
         case "$cmd:$skip" in
             alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws azure container docker ec2 gce gcp kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
             alloc:--provider|alloc:-p|'catalog export:--provider'|'catalog export:-p'|offers:--provider|offers:-p|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
-            alloc:--output) _shoal_words 'table json yaml' ;;
+            alloc:--output|'ledger copy:--output'|'ledger migrate:--output') _shoal_words 'table json yaml' ;;
             'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|offers:--output|offers:-o|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;
             offers:--market) _shoal_words 'on-demand spot any' ;;
             offers:--arch) _shoal_words 'x86_64 arm64' ;;
@@ -135,10 +137,11 @@ _shoal() {
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             wait) _shoal_reply < <(_shoal_values ids) ;;
-            '') _shoal_words 'alloc catalog completion config drivers free image logs offers pricing regions resources status task types version wait' ;;
+            '') _shoal_words 'alloc catalog completion config drivers free image ledger logs offers pricing regions resources status task types version wait' ;;
             catalog) _shoal_words 'export import status' ;;
             config) _shoal_words 'check show' ;;
             image) _shoal_words 'list pull rm' ;;
+            ledger) _shoal_words 'copy migrate' ;;
         esac
         ((${#COMPREPLY[@]})) && return 0
     fi
@@ -155,6 +158,8 @@ _shoal() {
         'image list') _shoal_words '--out --json --output -o --no-headers --quiet -q --help -h' ;;
         'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output -o --help -h' ;;
         'image rm') _shoal_words '--out --json --output -o --help -h' ;;
+        'ledger copy') _shoal_words '--to --json --output --help -h' ;;
+        'ledger migrate') _shoal_words '--json --output --help -h' ;;
         logs) _shoal_words '--follow -f --tail -n --help -h' ;;
         offers) _shoal_words '--gpus --gpu --cpu --ram --count --market --arch --max-price --provider -p --region -r --sort --group-by --explain --limit --refresh --offline --max-age --context --json --output -o --no-headers --quiet -q --help -h' ;;
         pricing) _shoal_words '--provider -p --region -r --select -s --sort --limit --available --start --end --refresh --offline --max-age --context --json --output -o --no-headers --quiet -q --help -h' ;;
@@ -168,6 +173,7 @@ _shoal() {
         catalog) _shoal_words '--help -h' ;;
         config) _shoal_words '--json --output -o --help -h' ;;
         image) _shoal_words '--help -h' ;;
+        ledger) _shoal_words '--help -h' ;;
         '') _shoal_words '--home --config --version -V --help -h' ;;
     esac
     return 0

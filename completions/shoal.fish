@@ -76,7 +76,7 @@ function __shoal_state --description 'command path, positionals, --home/--config
         end
         if test -z "$cmd"
             set cmd $w
-        else if contains -- $cmd catalog config image
+        else if contains -- $cmd catalog config image ledger
             set cmd "$cmd $w"
         else
             set npos (math $npos + 1)
@@ -106,6 +106,10 @@ function __shoal_state --description 'command path, positionals, --home/--config
                 set valued --sum --name --version --tag --out --user --lock-timeout --output -o
             case "image rm"
                 set valued --out --output -o
+            case "ledger copy"
+                set valued --to --output
+            case "ledger migrate"
+                set valued --output
             case logs
                 set valued --tail -n
             case offers
@@ -140,6 +144,7 @@ complete -c shoal -n '__shoal_is ""' -a config -d 'Show what shoal would use, or
 complete -c shoal -n '__shoal_is ""' -a drivers -d 'List the driver instances (name/instance) to allocate on'
 complete -c shoal -n '__shoal_is ""' -a free -d 'Free allocations and record each; freeing twice is harmless'
 complete -c shoal -n '__shoal_is ""' -a image -d 'Pull, list and remove images (unpacked archives)'
+complete -c shoal -n '__shoal_is ""' -a ledger -d 'Migrate the ledger\'s schema, or copy this one to PostgreSQL'
 complete -c shoal -n '__shoal_is ""' -a logs -d 'Print a workload\'s output, or follow it as it comes'
 complete -c shoal -n '__shoal_is ""' -a offers -d 'Show where GPUs, vCPUs and memory fit cheapest right now'
 complete -c shoal -n '__shoal_is ""' -a pricing -d 'Show hourly on-demand, spot and scheduled prices per type'
@@ -247,6 +252,16 @@ complete -c shoal -n '__shoal_is "image rm"' -l json -d 'Print JSON (the spec\'s
 complete -c shoal -n '__shoal_is "image rm"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image rm"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_at "image rm" 0' -f -a '(__shoal_values images)' -d 'image'
+complete -c shoal -n '__shoal_is ledger' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is ledger' -a copy -d 'Copy this machine\'s SQLite ledger into a team ledger'
+complete -c shoal -n '__shoal_is ledger' -a migrate -d 'Create or upgrade the configured ledger\'s schema'
+complete -c shoal -n '__shoal_is "ledger copy"' -l to -r -d 'The team ledger\'s postgresql:// URL (its password in ~/.pgpass or PGPASSWORD rather than in the URL)'
+complete -c shoal -n '__shoal_is "ledger copy"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
+complete -c shoal -n '__shoal_is "ledger copy"' -l output -r -f -a 'table json yaml' -d 'table, json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "ledger copy"' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is "ledger migrate"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
+complete -c shoal -n '__shoal_is "ledger migrate"' -l output -r -f -a 'table json yaml' -d 'table, json (as --json) or yaml'
+complete -c shoal -n '__shoal_is "ledger migrate"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is logs' -l follow -s f -d 'Keep printing what it writes until it ends (or Ctrl-C)'
 complete -c shoal -n '__shoal_is logs' -l tail -s n -r -d 'Only the last N lines (default: all)'
 complete -c shoal -n '__shoal_is logs' -l help -s h -d 'Show help and exit'

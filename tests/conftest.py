@@ -64,6 +64,7 @@ def cli(home: Path) -> Callable[..., Run]:
             **gcp_isolation(home),
             **azure_isolation(home),
         }
+        full_env.update(LEDGER_ENV)
         full_env.update(env or {})
         result = runner.invoke(app, list(args), input=input, env=full_env, catch_exceptions=False)
         return Run(result.exit_code, result.stdout, result.stderr)
@@ -174,6 +175,7 @@ def shoal_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]
             "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
         }
     )
+    env.update(LEDGER_ENV)
     env.update(extra or {})
     return env
 
@@ -278,3 +280,122 @@ def pg_cluster() -> Iterator[Any]:
         yield cluster
     finally:
         cluster.stop()
+
+
+# -- the ledger's two backends ------------------------------------------------------------------
+# Suites of ledger features run on both (README: Team ledger): a module opts in with
+# `pytestmark = pytest.mark.usefixtures("ledger_backend")`; its tests then run as [sqlite] and
+# [postgresql]. On PostgreSQL every `cli` run and every real shoal process (`shoal_env`) gets
+# SHOAL_LEDGER_URL (a database of the test's own) and SHOAL_HOST_ID; `make_ledger` builds the
+# same backend in-process. A test of SQLite's file itself marks itself `sqlite_only`.
+LEDGER_BACKENDS = ("sqlite", "postgresql")
+HOST_ID = "host-a"
+LEDGER_ENV: dict[str, str] = {}
+_TEMPLATE: dict[str, str] = {}
+
+
+def _ledger_template(cluster: Any) -> str:
+    """A database with the ledger's schema made once, copied for each test (CREATE DATABASE
+    ... TEMPLATE): a test does not pay for the migration."""
+    if "name" not in _TEMPLATE:
+        from drivers.ledger import pg
+
+        name = cluster.new_database()
+        with cluster.connect(name, options=f"-c search_path={pg.SCHEMA}") as conn:
+            conn.autocommit = True
+            pg.migrate(conn, "template")
+        _TEMPLATE["name"] = name
+    return _TEMPLATE["name"]
+
+
+@pytest.fixture(params=LEDGER_BACKENDS)
+def ledger_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    cluster = request.getfixturevalue("pg_cluster")
+    name = cluster.new_database(template=_ledger_template(cluster))
+    env = {**cluster.env, "SHOAL_LEDGER_URL": cluster.url(name), "SHOAL_HOST_ID": HOST_ID}
+    saved = {key: os.environ.get(key) for key in cluster.env}
+    os.environ.update(cluster.env)  # libpq in this process (make_ledger) logs in the same way
+    LEDGER_ENV.update(env)
+    try:
+        yield "postgresql"
+    finally:
+        LEDGER_ENV.clear()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        cluster.drop_database(name)
+
+
+@pytest.fixture
+def make_ledger(ledger_backend: str) -> Iterator[Callable[..., Any]]:
+    """`make_ledger(path, clock=...)`: a Ledger on the test's backend (`path`: the SQLite
+    file's, unused on PostgreSQL); closed at the end."""
+    from drivers.ledger.book import Ledger
+
+    made: list[Any] = []
+
+    def make(path: Path, clock: Callable[[], Any] | None = None, host: str = HOST_ID) -> Any:
+        extra = {} if clock is None else {"clock": clock}
+        if ledger_backend == "sqlite":
+            ledger = Ledger(path, **extra)
+        else:
+            from drivers.ledger.pg import PgLedgerDb
+            from drivers.ledger.url import LedgerUrl
+
+            url = LedgerUrl(LEDGER_ENV["SHOAL_LEDGER_URL"], "SHOAL_LEDGER_URL")
+            ledger = Ledger(db=PgLedgerDb(url), host=host, **extra)
+        made.append(ledger)
+        return ledger
+
+    yield make
+    for ledger in made:
+        ledger.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A `sqlite_only` test of a module on both backends runs once, on SQLite; a
+    `postgresql_only` one once, on PostgreSQL."""
+
+    def kept(item: pytest.Item) -> bool:
+        backend = getattr(getattr(item, "callspec", None), "params", {}).get("ledger_backend")
+        if backend == "postgresql":
+            return not item.get_closest_marker("sqlite_only")
+        if backend == "sqlite":
+            return not item.get_closest_marker("postgresql_only")
+        return True
+
+    items[:] = [item for item in items if kept(item)]
+
+
+def read_ledger(home: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a read on the test's ledger behind shoal's back (as another process would):
+    the SQLite file under `home`, or the team ledger's tables. [] before it is made."""
+    if LEDGER_ENV:
+        import psycopg
+
+        from drivers.ledger import pg
+
+        with psycopg.connect(
+            LEDGER_ENV["SHOAL_LEDGER_URL"], options=f"-c search_path={pg.SCHEMA}"
+        ) as conn:
+            try:
+                return conn.execute(sql.replace("?", "%s"), params).fetchall()  # type: ignore[arg-type]
+            except psycopg.errors.UndefinedTable:
+                return []
+    import sqlite3
+
+    path = home / "state" / "ledger.sqlite"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path, timeout=5)
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError:
+        return []  # not made yet
+    finally:
+        conn.close()

@@ -272,9 +272,9 @@ class ContainerDriver:
             "engine": engine.address,
             "grace_seconds": grace,
         }
-        from drivers.paths import ledger_file
+        from drivers.ledger.open import supervisor_ledger
 
-        ledger = str(ledger_file(self._settings.paths))
+        ledger = supervisor_ledger(self._settings)
         meta.update(outcome.start_supervisor(engine, cid, deadline, grace, ledger, allocation_id))
         return Resource(
             identifier=allocation_id,

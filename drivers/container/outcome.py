@@ -18,7 +18,12 @@ DUE_SLACK = 1.0  # seconds: a container that stopped this close to its deadline 
 
 
 def start_supervisor(
-    engine: Engine, cid: str, deadline: datetime | None, grace: int, ledger: str, allocation: str
+    engine: Engine,
+    cid: str,
+    deadline: datetime | None,
+    grace: int,
+    ledger: dict[str, Any],
+    allocation: str,
 ) -> dict[str, Any]:
     """Have a supervisor record the container's end in the ledger the moment it comes, and
     stop it at `deadline`; the allocation's metadata that says so."""
@@ -36,7 +41,7 @@ def start_supervisor(
             "container": cid,
             "deadline": deadline.timestamp() if deadline is not None else None,
             "grace": grace,
-            "ledger": ledger,
+            **ledger,  # drivers.ledger.open.supervisor_ledger
             "allocation": allocation,
         }
     )

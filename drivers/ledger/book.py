@@ -133,6 +133,7 @@ class Ledger(LedgerWaiters):
         claim_by: datetime | None = None,
         queue: WaiterFits | None = None,
         waiter: int | None = None,
+        windowed: bool | None = None,
     ) -> str:
         """Check capacity and insert an ALLOCATING row (with `starts`: a RESERVED row for
         [starts, expires)), atomically.
@@ -147,10 +148,14 @@ class Ledger(LedgerWaiters):
         driver's asks an API, which may take seconds: it runs outside the lock, and the row is
         written only if the driver's holdings are still the ones the check saw (else the
         check runs again), so racing shoals still never oversubscribe, and a slow cloud never
-        holds up a local `alloc`.
+        holds up a local `alloc`. `windowed` (default: not `is_remote`): shoal's own
+        arithmetic decides what fits, over time, with bookings; a team-scoped driver whose
+        capacity shoal counts (`scope = "team"` on a local kind) is checked so, over every
+        machine's rows of that driver, under the lock.
         """
         scope = driver if is_remote else None
-        if is_remote:
+        windowed = not is_remote if windowed is None else windowed
+        if is_remote and not windowed:
             for _ in range(OPTIMISTIC_TRIES):
                 seen = self._holdings(scope)
                 count = fits(self.node_usage(scope))  # no lock held during the remote call
@@ -166,12 +171,12 @@ class Ledger(LedgerWaiters):
         with self._write() as conn:
             now = self.clock()
             self._sweep(conn, stamp(now))
-            if is_remote:
+            if not windowed:
                 count = fits(self._usage(conn, scope))
                 self._check_remote(conn, count, driver, resources, queue, waiter)
             else:
                 self._check_window(
-                    conn, now, driver, resources, starts, expires, fits, queue, waiter
+                    conn, now, driver, resources, starts, expires, fits, queue, waiter, scope
                 )
             return self._insert(
                 conn, driver, definition, resources, metadata, is_remote, expires,
@@ -216,11 +221,12 @@ class Ledger(LedgerWaiters):
         fits: Callable[[Resources], int],
         queue: WaiterFits | None,
         waiter: int | None,
+        scope: str | None = None,
     ) -> None:
         from drivers.ledger.timeline import refusal, serve_in_order, window_fit
         from providers.core.errors import NoCapacityError
 
-        spans = self._spans(conn, None, now)
+        spans = self._spans(conn, scope, now)
         begin = starts or now
         ahead: list[Span] = []
         if queue is not None:

@@ -226,7 +226,7 @@ class PgLedgerDb:
 
         deadline = time.monotonic() + RECONNECT_SECONDS
         while True:
-            conn = self.conn()
+            conn = self.conn()  # its errors are the user's already (connect, migrate)
             try:
                 conn.raw.execute("BEGIN")
                 conn.raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, WRITE_LOCK))
@@ -320,8 +320,13 @@ class PgLedgerDb:
                     raise
                 time.sleep(delay)
                 delay *= 2
+        import psycopg
+
         try:
             migrate(raw, self.label)
+        except psycopg.Error as exc:
+            raw.close()
+            raise self.failure(exc) from None
         except BaseException:
             raw.close()
             raise
@@ -428,6 +433,8 @@ def migrate(conn: psycopg.Connection[Any], label: str) -> int:
         )
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, MIGRATE_LOCK))
+        # From here the version is read under the lock: two machines starting at once, one
+        # migrates, the other finds it done (and says so).
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta "
@@ -443,7 +450,7 @@ def migrate(conn: psycopg.Connection[Any], label: str) -> int:
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (SCHEMA_VERSION,),
         )
-    return found
+    return now
 
 
 class PgBell:

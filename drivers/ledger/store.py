@@ -215,10 +215,13 @@ class LedgerStore:
 
         if self._heartbeat is None:
             import os
+            import weakref
 
             assert self.host is not None
             self._heartbeat = Heartbeat(self._db, self.host, os.getpid())  # type: ignore[arg-type]
             self._heartbeat.start()
+            # A ledger dropped unclosed (a command run in-process) ends its heartbeat too.
+            weakref.finalize(self, self._heartbeat.stop)
         return lease_stamp()
 
     @property

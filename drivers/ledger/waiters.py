@@ -143,13 +143,15 @@ class LedgerWaiters(LedgerWindows):
         pid, started, host, lease = rows[0][1:]
         return not self.alive(host, pid, started, lease)
 
-    def served_now(self, driver: str, queue: WaiterFits) -> list[Waiter]:
+    def served_now(
+        self, driver: str, queue: WaiterFits, remote_driver: str | None = None
+    ) -> list[Waiter]:
         """The waiters of a local driver that fit now, first come first served (a read)."""
         from drivers.ledger.timeline import serve_in_order
 
         def read(conn: Conn) -> list[Waiter]:
             now = self.clock()
-            spans = self._spans(conn, None, now)
+            spans = self._spans(conn, remote_driver, now)
             served, _ = serve_in_order(self._waiters(conn, driver), spans, now, queue, self._alive)
             return served
 

@@ -129,7 +129,10 @@ class LedgerWindows(LedgerStore):
         return window_fit(spans, begin, end, fits)
 
     def expected_back(
-        self, fits: Callable[[Resources], int], life: timedelta | None
+        self,
+        fits: Callable[[Resources], int],
+        life: timedelta | None,
+        remote_driver: str | None = None,
     ) -> tuple[datetime, str] | None:
         """When a request of this lifetime next fits as local holdings end, and what ends."""
         from drivers.ledger.timeline import next_fit
@@ -137,7 +140,7 @@ class LedgerWindows(LedgerStore):
         if not self.exists:
             return None
         now = self.clock()
-        spans = self._db.read(lambda conn: self._spans(conn, None, now))
+        spans = self._db.read(lambda conn: self._spans(conn, remote_driver, now))
         return next_fit(spans, now, life, fits)
 
     def next_release(self) -> datetime | None:
@@ -160,6 +163,7 @@ class LedgerWindows(LedgerStore):
         definition: dict[str, Any],
         metadata: dict[str, Any],
         fits: Callable[[Resources], int] | None = None,
+        remote_driver: str | None = None,
     ) -> Allocation:
         """RESERVED -> ALLOCATING for this shoal, from its window's start until it lapses; the
         definition and metadata become the claim's. Anything else is refused with what the
@@ -174,7 +178,7 @@ class LedgerWindows(LedgerStore):
             now = stamp(self.clock())
             self._sweep(conn, now)  # a reservation past its claim deadline lapses first
             if fits is not None:
-                held_by = self._in_the_way(conn, alloc_id, fits)
+                held_by = self._in_the_way(conn, alloc_id, fits, remote_driver)
                 if held_by:
                     raise self.still_held(alloc_id, held_by)
             moved = conn.execute(
@@ -188,15 +192,26 @@ class LedgerWindows(LedgerStore):
             raise self.unclaimable(self.get(alloc_id))
         return self.get(alloc_id)
 
-    def in_the_way(self, alloc_id: str, fits: Callable[[Resources], int]) -> list[str]:
+    def in_the_way(
+        self,
+        alloc_id: str,
+        fits: Callable[[Resources], int],
+        remote_driver: str | None = None,
+    ) -> list[str]:
         """The allocations past their lifetime that still hold a reservation's room (their
         workloads are being stopped): its claim waits for them (a read)."""
         if not self.exists:
             return []
-        return self._db.read(lambda conn: self._in_the_way(conn, alloc_id, fits))
+        return self._db.read(
+            lambda conn: self._in_the_way(conn, alloc_id, fits, remote_driver)
+        )
 
     def _in_the_way(
-        self, conn: Conn, alloc_id: str, fits: Callable[[Resources], int]
+        self,
+        conn: Conn,
+        alloc_id: str,
+        fits: Callable[[Resources], int],
+        remote_driver: str | None = None,
     ) -> list[str]:
         """A reservation's room is booked beside everything that holds capacity during its
         window; what it was not booked beside is what should have ended by its start:
@@ -205,20 +220,26 @@ class LedgerWindows(LedgerStore):
         beside it, the claim would run two workloads on one room."""
         from drivers.ledger.timeline import usage_at
 
+        if remote_driver is None:  # the booking's own pool: a team driver's, or this machine's
+            booked = conn.execute(
+                "SELECT driver FROM allocations WHERE id=? AND is_remote = 1", (alloc_id,)
+            ).fetchone()
+            remote_driver = booked[0] if booked else None
         now = self.clock()
+        args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
         overdue = [
             str(row[0])
             for row in conn.execute(
-                f"SELECT id FROM allocations WHERE {HOLDS_SQL} AND {self._local} "
+                f"SELECT id FROM allocations WHERE {HOLDS_SQL} AND {self._scope(remote_driver)} "
                 "AND expires IS NOT NULL AND expires <= ? ORDER BY expires, id",
-                (stamp(now),),
+                (*args, stamp(now)),
             )
         ]
         if not overdue:
             return []
         others = [
             span
-            for span in self._spans(conn, None, now)
+            for span in self._spans(conn, remote_driver, now)
             if not (span.reserved and span.label == alloc_id)
         ]
         return [] if fits(usage_at(others, now)) >= 1 else overdue

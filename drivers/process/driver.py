@@ -36,7 +36,7 @@ from drivers.definitions.options import (
     load_config,
     parse_options,
 )
-from drivers.paths import ledger_file
+from drivers.ledger.open import supervisor_ledger
 from drivers.process import outcome
 from drivers.process.spawn import (
     CPUS_FILE,
@@ -57,7 +57,7 @@ from drivers.spec.types import (
     Resources,
 )
 from drivers.supervisor import procinfo
-from drivers.supervisor.supervise import LOG_FILE, SUPERVISOR_FILE
+from drivers.supervisor.supervise import LOG_FILE, OUTCOME_FILE, SUPERVISOR_FILE
 from providers.core.errors import ShoalError, UsageError, shown
 from providers.core.settings import Settings
 from providers.core.strict import Count, NonNegative, Strict
@@ -212,7 +212,7 @@ class ProcessDriver:
                 "deadline": deadline.timestamp() if deadline else None,
                 "grace": grace,
                 # Where it records the end the moment it happens (supervise.record_end).
-                "ledger": str(ledger_file(self._settings.paths)),
+                **supervisor_ledger(self._settings),
                 "allocation": identifier,
             },
         )
@@ -282,7 +282,12 @@ class ProcessDriver:
         # every process the workload starts, including those that leave its session and clear
         # their environment (`env -i sleep 600 &`), which no marker finds.
         if self.supervisor_alive(res):
-            return STATUS_ALLOCATED
+            # Once the tree is gone it writes the outcome, then records the end in the
+            # ledger and rings the waiters (a team ledger's server may take a moment): its
+            # workload has ended from the outcome on.
+            if not (self.workspace(res.identifier) / OUTCOME_FILE).exists():
+                return STATUS_ALLOCATED
+            return STATUS_NONE
         identity = self.workload_identity(res)
         if identity is None:
             return STATUS_NONE

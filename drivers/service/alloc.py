@@ -51,7 +51,7 @@ def dry_run(ctx: Drivers, definition: LabelDefinition, at: datetime | None = Non
     if at is not None:
         from drivers.service.queue import AT_SLACK
 
-        if scope is not None:
+        if driver.is_remote():
             raise UsageError(f"--at: {driver.name()} is remote; reservations are for local drivers")
         if at < ctx.ledger.clock() - AT_SLACK:
             raise UsageError("--at is in the past; give now or a later time")
@@ -109,6 +109,7 @@ def allocate(
             resources=definition.resources,
             metadata=metadata,
             is_remote=counted_by_team(driver),
+            windowed=not driver.is_remote(),
             expires=expires,
             fits=lambda usage: capacity(driver, usage, definition),
             queue=queue_fits(driver),

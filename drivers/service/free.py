@@ -10,7 +10,7 @@ from drivers.ledger import book as L
 from drivers.ledger.book import Allocation
 from drivers.service.context import Drivers, describe, no_interrupts, resource_of, with_outcome
 from drivers.service.recovery import recover
-from drivers.service.status import remote_allocations
+from drivers.service.status import elsewhere, remote_allocations
 from drivers.spec.views import FreeResult, unknown_allocation
 from providers.core.errors import LedgerWriteError, NotFoundError, RetryableError, ShoalError
 
@@ -45,6 +45,11 @@ def free(ctx: Drivers, alloc_id: str, *, note: str = "freed") -> FreeResult:
         return FreeResult(describe(row).to_json(), False, f"{row.id}: {already} ({row.updated})")
     if row.status in (L.RESERVED, L.LAPSED):
         return _cancel_reservation(ctx, row)
+    if elsewhere(ctx, row):
+        raise ShoalError(
+            f"{row.id} runs on {row.host} ({row.driver} counts that machine's capacity, and "
+            f"only that machine can stop it): free it there with `shoal free {row.id}`"
+        )
     if row.status == L.FREEING and ctx.ledger.owner_alive(row):
         # Another shoal is freeing it: that is what we were asked for. Wait for its outcome.
         return _await_other_free(ctx, row, note)

@@ -36,11 +36,11 @@ from datetime import datetime, timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from drivers.spec.base import counted_by_team
+from drivers.spec.base import counted_by_team, team_pool
 from providers.core.errors import NoCapacityError, RetryableError, ShoalError, UsageError
 
 if TYPE_CHECKING:
-    from drivers.ledger.book import WaiterFits
+    from drivers.ledger.book import Allocation, WaiterFits
     from drivers.ledger.doorbell import Bell
     from drivers.ledger.timeline import Waiter
     from drivers.service.context import Drivers
@@ -116,7 +116,7 @@ def refuse_impossible(driver: ResourceDriver, definition: LabelDefinition, doing
     from drivers.spec.capacity import never_fits
     from drivers.spec.types import Resources
 
-    if counted_by_team(driver):
+    if driver.is_remote():
         return  # a backend's capacity with nothing of ours in it is not what it could hold
     said = f"{doing}: " if doing else ""
     if isinstance(driver, HasTotals):
@@ -180,6 +180,7 @@ def wait_for_room(
             resources=definition.resources,
             metadata=metadata,
             is_remote=counted_by_team(driver),
+            windowed=not driver.is_remote(),
             expires=expiry[0],
             fits=lambda usage: capacity(driver, usage, definition),
             queue=queue,
@@ -332,7 +333,7 @@ def _take_turn(
     """Take the room if this waiter is served now; ring the others that are."""
     ledger = ctx.ledger
     name = driver.name()
-    if counted_by_team(driver):
+    if driver.is_remote():
         # Strictly in arrival order: only the first asks the backend. A backend that cannot
         # tell now (75) is asked again later: the wait goes on.
         if not ledger.leads(place, name):
@@ -340,7 +341,7 @@ def _take_turn(
         with contextlib.suppress(RetryableError):
             return attempt(place)
         return None
-    served = ledger.served_now(name, queue)
+    served = ledger.served_now(name, queue, team_pool(driver))
     for other in served:
         if other.id != place:
             ledger.ring(other.token)
@@ -376,8 +377,10 @@ def _timed_out(
     )
     if ahead:
         text += f" ({ahead} earlier waiter(s) still queued)"
-    if not counted_by_team(driver):
-        back = ctx.ledger.expected_back(lambda usage: capacity(driver, usage, definition), life)
+    if not driver.is_remote():
+        back = ctx.ledger.expected_back(
+            lambda usage: capacity(driver, usage, definition), life, team_pool(driver)
+        )
         if back is not None:
             at, what = back
             from providers.core.wire import format_time
@@ -415,7 +418,7 @@ def book(
 
     driver = prepare_booking(ctx, definition)
     check_metadata(driver, metadata)
-    if counted_by_team(driver):
+    if driver.is_remote():
         raise UsageError(
             f"--at: {driver.name()} is remote (its backend decides what fits, and holds "
             "nothing for a booking); reservations are for local drivers"
@@ -439,7 +442,8 @@ def book(
         definition=to_wire(definition),
         resources=definition.resources,
         metadata=metadata,
-        is_remote=False,
+        is_remote=counted_by_team(driver),
+        windowed=True,
         expires=end,
         fits=lambda usage: capacity(driver, usage, definition),
         starts=start,
@@ -457,7 +461,19 @@ def reserved_definition(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
     row = ctx.ledger.get(alloc_id)
     if row.status != "RESERVED":
         raise ctx.ledger.unclaimable(row)
+    _claimable_here(ctx, row)
     return dict(row.definition)
+
+
+def _claimable_here(ctx: Drivers, row: Allocation) -> None:
+    """A booking of a machine-scoped driver holds its own machine's room: only there."""
+    from drivers.service.status import elsewhere
+
+    if elsewhere(ctx, row):
+        raise UsageError(
+            f"reservation {row.id} holds room on {row.host} ({row.driver} counts that "
+            f"machine's capacity): claim it there, or book here with `shoal alloc --at`"
+        )
 
 
 _SAME = ("cpu", "ram", "multitenancy", "cpu_overbook", "ram_overbook")
@@ -500,6 +516,7 @@ def _claim(
     row = ctx.ledger.get(alloc_id)
     if row.status != L.RESERVED:
         raise ctx.ledger.unclaimable(row)
+    _claimable_here(ctx, row)
     booked = row.definition.get("resources", {})
     booked_driver = row.driver
     if definition.driver and definition.driver.split("/")[0] != booked_driver.split("/")[0]:
@@ -544,7 +561,9 @@ def _claim(
     left = math.ceil((ends - ctx.ledger.clock()).total_seconds())
     definition.resources.lifetime = f"{max(1, left)}s"
     metadata = {**row.metadata, **metadata}  # the claim's add to the booking's
-    ctx.ledger.claim(alloc_id, to_wire(definition), metadata, fits=fits)
+    ctx.ledger.claim(
+        alloc_id, to_wire(definition), metadata, fits=fits, remote_driver=team_pool(driver)
+    )
 
     def undo(note: str) -> None:
         ctx.ledger.set_status(

@@ -42,7 +42,12 @@ def expire(ctx: Drivers) -> None:
     supervisors have stopped the workloads already; one that could not (killed with
     SIGKILL) left its workload to this: it is stopped here, what it left kept for `free`.
     One that cannot be stopped now stays as it is, and is tried again by the next command."""
-    overdue = ctx.ledger.expired(ctx.ledger.clock())
+    # Another machine's workloads of a machine-scoped driver are that machine's to stop.
+    overdue = [
+        row
+        for row in ctx.ledger.expired(ctx.ledger.clock())
+        if row.is_remote or ctx.ledger.mine(row)
+    ]
     if not overdue:
         return
     from drivers.spec.base import FinishesWorkload

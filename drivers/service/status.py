@@ -32,6 +32,10 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
     view = describe(row)
     if row.status not in (L.ALLOCATED, L.GONE, L.EXPIRED, L.EXITED):
         return StatusView(view, detail=_recorded_outcome(row))
+    if elsewhere(ctx, row):
+        # Its workload runs on that machine (a process, a local container): only that
+        # machine's driver can look at it. The ledger's row is what is known here.
+        return StatusView(view, None, None, {"host": row.host, "seen": "only on its machine"})
     driver = ctx.driver(row.driver)
     try:
         seen = driver.status(resource_of(row))
@@ -80,6 +84,12 @@ def status(ctx: Drivers, alloc_id: str) -> StatusView:
         )
         return StatusView(view, seen, drift, detail)
     return StatusView(view, seen, None, detail)
+
+
+def elsewhere(ctx: Drivers, row: Allocation) -> bool:
+    """Whether a row's workload lives on another machine of a team ledger and only that
+    machine's driver can reach it (a machine-scoped driver: process, a local container)."""
+    return not row.is_remote and not ctx.ledger.mine(row)
 
 
 def _ended_by_itself(detail: dict[str, Any] | None) -> dict[str, Any] | None:

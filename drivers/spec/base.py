@@ -33,6 +33,12 @@ def counted_by_team(driver: ResourceDriver) -> bool:
     return driver.is_remote() if scope is None else scope == "team"
 
 
+def team_pool(driver: ResourceDriver) -> str | None:
+    """The ledger's capacity pool of a team-scoped driver (its name), None for this
+    machine's pool."""
+    return driver.name() if counted_by_team(driver) else None
+
+
 class ResourceDriver(Protocol):
     def name(self) -> str:
         """`name/instance`, as in the driver list (`test/dev`)."""

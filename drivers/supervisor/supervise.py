@@ -289,6 +289,63 @@ _FREEING_FROM = "freeing from "  # drivers.ledger.rows.FREEING_FROM
 _HELD_BEFORE_FREE = ("ALLOCATED", "GONE")  # the rows an end is recorded for
 
 
+class _SqliteSession:
+    """The supervisor's session on this machine's SQLite ledger."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        import sqlite3
+
+        self.path = path
+        self.errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        self.busy: tuple[type[BaseException], ...] = (sqlite3.OperationalError,)
+        # mode=rw: never create a ledger that is not there.
+        self.conn = sqlite3.connect(
+            f"file:{path}?mode=rw", uri=True, timeout=timeout, isolation_level=None
+        )
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def ring(self) -> None:
+        ring_waiters(self.path)
+
+
+def _session(spec: dict[str, Any], timeout: float = 5.0) -> Any:
+    """A session on the allocation's ledger (SQLite, or a team's PostgreSQL: supervisor/team.py);
+    None when there is none to write to (no ledger named, its file gone, the server away)."""
+    if isinstance(spec.get("ledger_url"), str):
+        try:
+            if TYPE_CHECKING or __package__:
+                from drivers.supervisor.team import PgSession
+            else:
+                from team import PgSession  # beside this file, as procinfo
+            return PgSession(spec, timeout)
+        except Exception:
+            return None
+    path = spec.get("ledger")
+    if not isinstance(path, str) or not os.path.exists(path):
+        return None
+    import sqlite3
+
+    try:
+        return _SqliteSession(path, timeout)
+    except sqlite3.Error:
+        return None
+
+
 def record_end(
     spec: dict[str, Any], status: str, outcome: dict[str, Any], *, wait_allocating: bool = True
 ) -> bool:
@@ -300,23 +357,20 @@ def record_end(
     `free` dies or is interrupted, the row goes back to what is true now, never to an
     ALLOCATED that holds capacity nothing uses. Any other row (freed, expired) is left as it
     is: its shoal knows."""
-    import sqlite3
-
-    path, alloc = spec.get("ledger"), spec.get("allocation")
-    if not isinstance(path, str) or not isinstance(alloc, str) or not os.path.exists(path):
+    alloc = spec.get("allocation")
+    if not isinstance(alloc, str):
         return False
     give_up = time.monotonic() + RECORD_WAIT_SECONDS
     while time.monotonic() < give_up:
-        try:
-            # mode=rw: never create a ledger that is not there.
-            conn = sqlite3.connect(
-                f"file:{path}?mode=rw", uri=True, timeout=5, isolation_level=None
-            )
-        except sqlite3.Error:
+        db = _session(spec)
+        if db is None:
+            if isinstance(spec.get("ledger_url"), str):
+                time.sleep(_RECORD_STEP_SECONDS * 20)  # a team ledger's server may be back
+                continue
             return False
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute(
+            db.begin()
+            row = db.execute(
                 "SELECT status, state, owner_pid, owner_start, expires, note FROM allocations "
                 "WHERE id=?",
                 (alloc,),
@@ -328,7 +382,7 @@ def record_end(
                 and isinstance(row[2], int)
                 and procinfo.is_alive(row[2], row[3])
             ):
-                conn.execute("ROLLBACK")
+                db.rollback()
                 time.sleep(_RECORD_STEP_SECONDS)
                 continue
             freeing = (
@@ -338,15 +392,15 @@ def record_end(
             )
             if freeing:
                 # Its `free` finishes it (FREED); only what it would go back to changes.
-                conn.execute(
+                db.execute(
                     "UPDATE allocations SET note=? WHERE id=? AND status='FREEING' AND note=?",
                     (_FREEING_FROM + status, alloc, row[5]),
                 )
-                conn.execute("COMMIT")
-                ring_waiters(path)  # a FREEING row whose workload ended holds nothing
+                db.commit()
+                _ring_quietly(db)  # a FREEING row whose workload ended holds nothing
                 return False  # not moved: its `free` moves it
             if row is None or row[0] not in _HELD_BEFORE_FREE:
-                conn.execute("ROLLBACK")
+                db.rollback()
                 return False
             try:
                 state = json.loads(row[1]) if row[1] else {}
@@ -364,24 +418,41 @@ def record_end(
                 note = f"expired at {row[4]}"
             elif status == "GONE":
                 note = "removed outside shoal"
-            conn.execute(
+            db.execute(
                 "UPDATE allocations SET status=?, updated=?, note=?, state=?, owner_pid=NULL, "
                 "owner_start=NULL WHERE id=? AND status IN ('ALLOCATED', 'GONE')",
                 (status, now_text(), note, kept, alloc),
             )
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError:  # locked past the timeout, or a schema it lacks
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            db.commit()
+        except db.busy:  # locked past the timeout, a schema it lacks, a server restarting
+            with contextlib.suppress(*db.errors):
+                db.rollback()
             time.sleep(_RECORD_STEP_SECONDS)
             continue
-        except sqlite3.Error:
+        except db.errors:
             return False
         finally:
-            conn.close()
-        ring_waiters(path)
+            with contextlib.suppress(*db.errors):
+                db.close()
+        _ring_after(spec)
         return True
     return False
+
+
+def _ring_quietly(db: Any) -> None:
+    with contextlib.suppress(*db.errors):
+        db.ring()
+
+
+def _ring_after(spec: dict[str, Any]) -> None:
+    """Ring the waiters on a session of its own, after the end was committed."""
+    db = _session(spec)
+    if db is not None:
+        try:
+            _ring_quietly(db)
+        finally:
+            with contextlib.suppress(*db.errors):
+                db.close()
 
 
 def ring_waiters(ledger: str) -> None:
@@ -433,21 +504,22 @@ def still_held(spec: dict[str, Any]) -> bool:
     """Whether the allocation may still need its supervisor: its ledger is there and its row
     has not been freed or failed. A supervisor whose engine has gone away asks this, so it
     does not outlive the allocation (or a removed SHOAL_HOME) retrying forever."""
-    import sqlite3
-
     path, alloc = spec.get("ledger"), spec.get("allocation")
-    if not isinstance(path, str) or not isinstance(alloc, str):
+    team = isinstance(spec.get("ledger_url"), str)
+    if not isinstance(alloc, str) or (not team and not isinstance(path, str)):
         return True  # a spec from before the ledger was named: the deadline ends it
-    if not os.path.exists(path):
+    if not team and not os.path.exists(str(path)):
         return False
+    db = _session(spec)
+    if db is None:
+        return True  # busy or unreachable now: look again later
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            row = conn.execute("SELECT status FROM allocations WHERE id=?", (alloc,)).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return True  # busy or unreadable now: look again later
+        row = db.execute("SELECT status FROM allocations WHERE id=?", (alloc,)).fetchone()
+    except db.errors:
+        return True
+    finally:
+        with contextlib.suppress(*db.errors):
+            db.close()
     return row is not None and row[0] not in ("FREED", "FAILED")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,7 +10,7 @@ import sqlite3
 import stat
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from tests.conftest import spawn, wait_for
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 LIMIT_3 = '[drivers."test/default"]\ncpu_limit = 3\nram_limit = 10\n'
 LIMIT_1 = '[drivers."test/default"]\ncpu_limit = 1\nram_limit = 10\n'
+
+pytestmark = pytest.mark.usefixtures("ledger_backend")
 
 
 @pytest.fixture
@@ -509,24 +512,13 @@ def test_ctrl_c_mid_alloc_exits_130_and_holds_nothing(
 
 @pytest.mark.slow
 def test_ctrl_c_while_waiting_for_the_ledger_lock(
-    cli, limited: None, home: Path, procs: list[subprocess.Popen[str]]
+    cli, limited: None, home: Path, procs: list[subprocess.Popen[str]], ledger_backend: str
 ) -> None:
     new_id(cli)  # the ledger exists
-    ledger = home / "state" / "ledger.sqlite"
-    holder = sqlite3.connect(ledger, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # another shoal holds the ledger, for a long while
-    try:
+    holding = _hold_the_lock(home) if ledger_backend == "sqlite" else _hold_the_team_lock()
+    with holding as waiting:  # another shoal holds the ledger, for a long while
         proc = spawn(home, procs, *ALLOC)
-
-        def has_ledger_open() -> bool:
-            fds = Path(f"/proc/{proc.pid}/fd")
-            try:
-                return any(os.path.realpath(fd) == str(ledger) for fd in fds.iterdir())
-            except OSError:
-                return False
-
-        wait_for(has_ledger_open, "alloc to open the ledger")
-        time.sleep(0.5)  # on to the write lock, which it cannot get
+        wait_for(lambda: waiting(proc.pid), "alloc to wait for the ledger's write lock")
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)
         # Ctrl-C is honoured while the lock is still held (it is held far longer than this).
@@ -534,12 +526,63 @@ def test_ctrl_c_while_waiting_for_the_ledger_lock(
         assert proc.returncode == 130, err
         assert "interrupted" in err
         assert out == ""
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert len(rows(cli)) == 1  # nothing was reserved
 
 
+@contextlib.contextmanager
+def _hold_the_lock(home: Path) -> Iterator[Callable[[int], bool]]:
+    """Another shoal in a write of the SQLite file; a shoal is waiting once it has the file
+    open and a moment has passed (SQLite's lock wait shows nowhere else)."""
+    ledger = home / "state" / "ledger.sqlite"
+    holder = sqlite3.connect(ledger, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    def waiting(pid: int) -> bool:
+        fds = Path(f"/proc/{pid}/fd")
+        try:
+            if not any(os.path.realpath(fd) == str(ledger) for fd in fds.iterdir()):
+                return False
+        except OSError:
+            return False
+        time.sleep(0.5)  # on to the write lock, which it cannot get
+        return True
+
+    try:
+        yield waiting
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+@contextlib.contextmanager
+def _hold_the_team_lock() -> Iterator[Callable[[int], bool]]:
+    """Another machine's shoal in a write of the team ledger (its advisory write lock); a
+    shoal is waiting once the server shows a session of it blocked on that lock."""
+    import psycopg
+
+    from drivers.ledger import pg
+    from tests.conftest import LEDGER_ENV
+
+    holder = psycopg.connect(LEDGER_ENV["SHOAL_LEDGER_URL"], autocommit=True)
+    holder.execute("BEGIN")
+    holder.execute("SELECT pg_advisory_xact_lock(%s, %s)", (pg.LOCK_SPACE, pg.WRITE_LOCK))
+    watcher = psycopg.connect(LEDGER_ENV["SHOAL_LEDGER_URL"], autocommit=True)
+
+    def waiting(pid: int) -> bool:
+        row = watcher.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+        return bool(row and row[0])
+
+    try:
+        yield waiting
+    finally:
+        watcher.close()
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+@pytest.mark.sqlite_only
 def test_the_ledger_is_private_to_its_owner(cli, home: Path) -> None:
     assert cli("alloc", "--driver", "test", "--cpu", "1", "--ram", "1").exit_code == 0
     ledger = home / "state" / "ledger.sqlite"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import spawn, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ledger_backend")]
 
 CONFIG = (
     '[drivers."test/cloud"]\nis_remote = true\ncpu_limit = 1\nram_limit = 8\n'

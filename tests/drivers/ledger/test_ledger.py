@@ -1,4 +1,4 @@
-"""The allocation ledger on real SQLite files."""
+"""The allocation ledger on real SQLite files and a real PostgreSQL (ledger_backend)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from drivers.ledger.book import Ledger
 from drivers.spec.types import Resources
 from providers.core.errors import LedgerCorruptError, NoCapacityError, NotFoundError
 
+pytestmark = pytest.mark.usefixtures("ledger_backend")
+
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    book = Ledger(tmp_path / "state" / "ledger.sqlite")
+def ledger(tmp_path: Path, make_ledger: Callable[..., Ledger]) -> Iterator[Ledger]:
     (tmp_path / "state").mkdir()
-    yield book
-    book.close()
+    yield make_ledger(tmp_path / "state" / "ledger.sqlite")
 
 
 def reserve(
@@ -57,8 +57,17 @@ def dead_pid() -> int:
     return proc.pid
 
 
-def raw(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Touch the file behind the ledger's back, as another process (or a crash) would."""
+def raw(where: Path | Ledger, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Touch the ledger behind its back, as another process (or a crash) would: its SQLite
+    file, or its PostgreSQL tables on a session of their own."""
+    if isinstance(where, Ledger) and where.team:
+        conn = where._db.connect()  # type: ignore[union-attr]
+        try:
+            cursor = conn.execute(sql.replace("?", "%s"), params)
+            return cursor.fetchall() if cursor.description else []
+        finally:
+            conn.close()
+    path = where.path if isinstance(where, Ledger) else where
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         return conn.execute(sql, params).fetchall()
@@ -113,7 +122,7 @@ def test_reserve_refuses_without_capacity_and_writes_nothing(ledger: Ledger, ans
     with pytest.raises(NoCapacityError, match="no capacity for test/default"):
         reserve(ledger, 4, 4, fits=lambda usage: answer)
     assert [r["id"] for r in ledger.summaries(include_ended=True)] == [kept]
-    assert raw(ledger.path, "SELECT COUNT(*) FROM allocations") == [(1,)]
+    assert raw(ledger, "SELECT COUNT(*) FROM allocations") == [(1,)]
 
 
 def test_reserve_on_a_fresh_file_refusing_leaves_no_row(ledger: Ledger) -> None:
@@ -211,6 +220,7 @@ def test_expired_lists_allocated_and_gone_rows_past_their_time(ledger: Ledger) -
     assert [r.id for r in ledger.expired(now + timedelta(hours=2))] == [due_gone, due, not_yet]
 
 
+@pytest.mark.sqlite_only
 def test_the_live_list_and_the_expiry_check_read_their_indexes(ledger: Ledger) -> None:
     from drivers.ledger import store as S
 
@@ -233,6 +243,7 @@ def test_the_live_list_and_the_expiry_check_read_their_indexes(ledger: Ledger) -
     assert S.EXPIRY_INDEX in expiring[0][-1] and len(expiring) == 1
 
 
+@pytest.mark.sqlite_only
 def test_a_ledger_without_the_indexes_gets_them_and_one_that_cannot_is_read_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -295,6 +306,7 @@ def test_node_usage_flags_are_those_every_tenant_allows(ledger: Ledger) -> None:
     assert not (usage.multitenancy or usage.cpu_overbook or usage.ram_overbook)
 
 
+@pytest.mark.sqlite_only
 def test_reads_of_a_missing_ledger_are_empty_and_create_nothing(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
     book = Ledger(path)
@@ -315,6 +327,7 @@ GARBAGE = [
 ]
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("garbage", GARBAGE, ids=["text", "binary", "bad-header"])
 @pytest.mark.parametrize(
     "use",
@@ -344,6 +357,7 @@ def test_corrupt_ledger_is_reported_and_left_untouched(
     assert path.read_bytes() == garbage
 
 
+@pytest.mark.sqlite_only
 def test_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
     raw(path, "PRAGMA user_version=99")
@@ -355,6 +369,7 @@ def test_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_ledger_through_the_cli(cli, home: Path) -> None:
     state = home / "state"
     state.mkdir()
@@ -376,7 +391,7 @@ def test_sweep_orphans_an_allocating_row_whose_owner_died(ledger: Ledger) -> Non
     alloc_id = reserve(ledger, 2, 3)
     kept = reserve(ledger, 1, 1)
     pid = dead_pid()
-    raw(ledger.path, "UPDATE allocations SET owner_pid=? WHERE id=?", (pid, alloc_id))
+    raw(ledger, "UPDATE allocations SET owner_pid=? WHERE id=?", (pid, alloc_id))
     # Even before cleanup, a dead owner's reservation is no longer shown as usage.
     assert [u.cpu for u in ledger.active_local_usage()] == [1]
 
@@ -401,7 +416,7 @@ def test_sweep_orphans_an_allocating_row_whose_owner_died(ledger: Ledger) -> Non
 def test_sweep_orphans_a_row_whose_pid_was_reused(ledger: Ledger) -> None:
     # Our own pid, but a start time that is not ours: another process once had this pid.
     alloc_id = reserve(ledger)
-    raw(ledger.path, "UPDATE allocations SET owner_start='1' WHERE id=?", (alloc_id,))
+    raw(ledger, "UPDATE allocations SET owner_start='1' WHERE id=?", (alloc_id,))
     assert [r.id for r in ledger.sweep()] == [alloc_id]
     ledger.set_status(alloc_id, L.FAILED, expect=(L.ORPHANED,))  # cleaned up
     assert ledger.node_usage() == Resources()
@@ -419,7 +434,7 @@ def test_sweep_returns_an_interrupted_free_to_allocated(ledger: Ledger) -> None:
     alloc_id = reserve(ledger, 2, 2)
     ledger.set_status(alloc_id, L.ALLOCATED)
     ledger.set_status(alloc_id, L.FREEING, owner=True)
-    raw(ledger.path, "UPDATE allocations SET owner_pid=? WHERE id=?", (dead_pid(), alloc_id))
+    raw(ledger, "UPDATE allocations SET owner_pid=? WHERE id=?", (dead_pid(), alloc_id))
     assert ledger.sweep() == []
     assert ledger.get(alloc_id).status == L.ALLOCATED  # still held: nobody freed it
     assert ledger.node_usage().cpu == 2
@@ -427,7 +442,7 @@ def test_sweep_returns_an_interrupted_free_to_allocated(ledger: Ledger) -> None:
 
 def test_reserve_sweeps_dead_owners_before_counting(ledger: Ledger) -> None:
     alloc_id = reserve(ledger, 3, 3)
-    raw(ledger.path, "UPDATE allocations SET owner_pid=? WHERE id=?", (dead_pid(), alloc_id))
+    raw(ledger, "UPDATE allocations SET owner_pid=? WHERE id=?", (dead_pid(), alloc_id))
     seen: list[Resources] = []
     reserve(ledger, fits=lambda usage: seen.append(usage) or 1)
     # Swept into ORPHANED first; it still counts until its driver cleans it up (the service
@@ -436,6 +451,7 @@ def test_reserve_sweeps_dead_owners_before_counting(ledger: Ledger) -> None:
     assert ledger.get(alloc_id).status == L.ORPHANED
 
 
+@pytest.mark.sqlite_only
 def test_a_held_lock_is_waited_for(ledger: Ledger) -> None:
     alloc_id = reserve(ledger)  # the file exists
     holder = sqlite3.connect(ledger.path, isolation_level=None, check_same_thread=False)
@@ -452,9 +468,11 @@ def test_a_held_lock_is_waited_for(ledger: Ledger) -> None:
     assert ledger.get(alloc_id).status == L.ALLOCATED
 
 
-def test_two_ledgers_on_one_file_see_each_other(tmp_path: Path) -> None:
+def test_two_ledgers_on_one_file_see_each_other(
+    tmp_path: Path, make_ledger: Callable[..., Ledger]
+) -> None:
     path = tmp_path / "ledger.sqlite"
-    one, two = Ledger(path), Ledger(path)
+    one, two = make_ledger(path), make_ledger(path)
     try:
         alloc_id = reserve(one, 2, 2)
         assert two.get(alloc_id).status == L.ALLOCATING

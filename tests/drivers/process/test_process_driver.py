@@ -23,7 +23,7 @@ from providers.core.settings import Settings
 from providers.core.wire import to_wire
 from tests.conftest import wait_for
 
-pytestmark = pytest.mark.usefixtures("reap_workloads")
+pytestmark = pytest.mark.usefixtures("reap_workloads", "ledger_backend")
 
 CONFIG = '[drivers."process/default"]\ncpu_limit = 2\nram_limit = 8\ngrace_seconds = 5\n'
 
@@ -360,11 +360,16 @@ def test_leftovers_of_a_reused_group_are_not_ours(
 
 
 def test_pid_reuse_through_the_ledger_and_cli(
-    cli, configured: None, home: Path, tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+    cli,
+    configured: None,
+    home: Path,
+    tmp_path: Path,
+    spawned: list[subprocess.Popen[bytes]],
+    make_ledger: Callable[..., Ledger],
 ) -> None:
     leader, child = stranger_group(tmp_path, spawned)
     (home / "state").mkdir(exist_ok=True)
-    book = Ledger(home / "state" / "ledger.sqlite")
+    book = make_ledger(home / "state" / "ledger.sqlite")
     try:
         ident = book.reserve(
             driver="process/default",

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from drivers.ledger import book as L
-from drivers.ledger import doorbell
 from drivers.ledger.book import Ledger
 from drivers.spec.types import Resources
 from drivers.supervisor import supervise
-from tests.conftest import spawn, wait_for
+from tests.conftest import HOST_ID, LEDGER_ENV, spawn, wait_for
+
+pytestmark = pytest.mark.usefixtures("ledger_backend")
 
 CONFIG = '[drivers."process/default"]\ncpu_limit = 2\nram_limit = 8\ngrace_seconds = 1\n'
 
@@ -32,7 +33,25 @@ def configured(write_config: Callable[[str], Path], reap_workloads: None) -> Non
 
 
 def ledger_of(home: Path) -> Ledger:
+    if LEDGER_ENV:
+        from drivers.ledger.pg import PgLedgerDb
+        from drivers.ledger.url import LedgerUrl
+
+        url = LedgerUrl(LEDGER_ENV["SHOAL_LEDGER_URL"], "SHOAL_LEDGER_URL")
+        return Ledger(db=PgLedgerDb(url), host=HOST_ID)
     return Ledger(home / "state" / "ledger.sqlite")
+
+
+def spec_of(ledger: Ledger, alloc_id: str) -> dict[str, Any]:
+    """What the drivers hand a supervisor about its ledger (drivers.ledger.open)."""
+    if ledger.team:
+        return {
+            "ledger_url": LEDGER_ENV["SHOAL_LEDGER_URL"],
+            "ledger_host": HOST_ID,
+            "ledger_env": {k: v for k, v in os.environ.items() if k.startswith("PG")},
+            "allocation": alloc_id,
+        }
+    return {"ledger": str(ledger.path), "allocation": alloc_id}
 
 
 def row_status(home: Path, alloc_id: str) -> str:
@@ -197,10 +216,8 @@ def test_output_is_its_owners_alone(cli: Callable[..., Any], configured: None) -
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    found = Ledger(tmp_path / "ledger.sqlite")
-    yield found
-    found.close()
+def ledger(tmp_path: Path, make_ledger: Callable[..., Ledger]) -> Iterator[Ledger]:
+    yield make_ledger(tmp_path / "ledger.sqlite")
 
 
 def _allocated(ledger: Ledger) -> str:
@@ -219,14 +236,14 @@ def _allocated(ledger: Ledger) -> str:
 
 def test_record_end_rings_the_first_waiter_of_each_driver(ledger: Ledger) -> None:
     alloc_id = _allocated(ledger)
-    bell = doorbell.Doorbell(doorbell.bell_dir(ledger.path))
+    bell = ledger.open_bell()
     try:
         ledger.enqueue(
             driver="process", definition={}, resources=Resources(cpu=2, ram=1), life=None,
             is_remote=False, token=bell.token,
         )  # fmt: skip
         outcome = {"exit_code": 0, "signal": None, "ended": "2026-12-02T00:00:00.000000Z"}
-        spec = {"ledger": str(ledger.path), "allocation": alloc_id}
+        spec = spec_of(ledger, alloc_id)
         assert supervise.record_end(spec, L.EXITED, {**outcome, "reason": "exited"})
         assert bell.wait(0)
     finally:
@@ -240,11 +257,12 @@ def test_record_end_rings_the_first_waiter_of_each_driver(ledger: Ledger) -> Non
 def test_record_end_leaves_a_row_that_is_being_freed(ledger: Ledger) -> None:
     alloc_id = _allocated(ledger)
     assert ledger.set_status(alloc_id, L.FREEING, note=L.FREEING_FROM + L.ALLOCATED, owner=True)
-    spec = {"ledger": str(ledger.path), "allocation": alloc_id}
+    spec = spec_of(ledger, alloc_id)
     assert not supervise.record_end(spec, L.EXITED, {"exit_code": 0, "reason": "stopped"})
     assert ledger.get(alloc_id).status == L.FREEING
 
 
+@pytest.mark.sqlite_only
 def test_record_end_never_creates_a_ledger(tmp_path: Path) -> None:
     missing = tmp_path / "none.sqlite"
     spec = {"ledger": str(missing), "allocation": "process-1"}
@@ -252,6 +270,7 @@ def test_record_end_never_creates_a_ledger(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+@pytest.mark.sqlite_only
 def test_ring_never_writes_through_a_link_or_into_a_file(tmp_path: Path) -> None:
     target = tmp_path / "target"
     target.write_text("")
@@ -279,6 +298,7 @@ def test_freeing_a_live_row_still_holds_it(ledger: Ledger) -> None:
     assert ledger.node_usage().cpu == 2
 
 
+@pytest.mark.sqlite_only
 def test_the_supervisor_reads_its_spec_without_shoal(tmp_path: Path) -> None:
     """supervise.py runs as `python -I -S` by path: its ledger code must need nothing of
     shoal (a stray import would fail only there)."""
@@ -292,3 +312,34 @@ def test_the_supervisor_reads_its_spec_without_shoal(tmp_path: Path) -> None:
     ran = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "False"
+
+
+@pytest.mark.postgresql_only
+def test_the_supervisor_records_on_a_team_ledger_without_shoal(ledger: Ledger) -> None:
+    """As the drivers run it (`python -I -S`, no site-packages, no shoal): psycopg is found
+    where the spec says, the credentials come over the spec, and the end is recorded."""
+    import psycopg
+
+    alloc_id = _allocated(ledger)
+    spec = {
+        **spec_of(ledger, alloc_id),
+        "ledger_site": os.path.dirname(os.path.dirname(psycopg.__file__)),
+    }
+    code = (
+        "import importlib.util as u, json, sys; "
+        f"s = u.spec_from_file_location('sv', {str(Path(supervise.__file__))!r}); "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); "
+        "print(m.record_end(json.loads(sys.stdin.read()), 'EXITED', {'exit_code': 3}))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        env={"PATH": os.defpath},  # as start_detached gives it: nothing of ours
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "True"
+    row = ledger.get(alloc_id)
+    assert row.status == L.EXITED and "code 3" in (row.note or "")

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import shoal_argv, shoal_env, wait_for
 
-pytestmark = pytest.mark.usefixtures("reap_workloads")
+pytestmark = pytest.mark.usefixtures("reap_workloads", "ledger_backend")
 
 CONFIG = '[drivers."process/default"]\ncpu_limit = 1\nram_limit = 4\ngrace_seconds = 1\n'
 Shoal = Callable[..., subprocess.CompletedProcess[str]]

@@ -5,7 +5,7 @@ supervisor, the ledger's clock moved off the wall clock so that a second "now" w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,13 @@ class Clock:
         return self.now
 
 
+pytestmark = pytest.mark.usefixtures("ledger_backend")
+
+
 @pytest.fixture
-def ctx(home: Path) -> Iterator[Drivers]:
+def ctx(home: Path, make_ledger: Callable[..., Ledger]) -> Iterator[Drivers]:
+    from tests.conftest import LEDGER_ENV
+
     paths = Paths.from_env({"SHOAL_HOME": str(home)})
     paths.ensure_dir(paths.state_dir)
     config = {
@@ -49,9 +54,9 @@ def ctx(home: Path) -> Iterator[Drivers]:
             "test/default": {"cpu_limit": 2, "ram_limit": 4},
         }
     }
-    ledger = Ledger(paths.state_dir / "ledger.sqlite", clock=Clock())
-    yield Drivers(settings=Settings(paths=paths, config=config, env={}), ledger=ledger)
-    ledger.close()
+    ledger = make_ledger(paths.state_dir / "ledger.sqlite", clock=Clock())
+    settings = Settings(paths=paths, config=config, env=dict(LEDGER_ENV))
+    yield Drivers(settings=settings, ledger=ledger)
 
 
 @pytest.fixture

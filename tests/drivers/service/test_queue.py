@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,18 +44,22 @@ def clock() -> Clock:
     return Clock()
 
 
+pytestmark = pytest.mark.usefixtures("ledger_backend")
+
+
 @pytest.fixture
-def ctx(home: Path, clock: Clock) -> Iterator[Drivers]:
+def ctx(home: Path, clock: Clock, make_ledger: Callable[..., Ledger]) -> Iterator[Drivers]:
     paths = Paths.from_env({"SHOAL_HOME": str(home)})
     paths.ensure_dir(paths.state_dir)
     config = {
         "drivers": {"test/default": {"cpu_limit": CPU, "ram_limit": RAM}},
         "alloc": {"reservation_grace_minutes": 10},
     }
-    settings = Settings(paths=paths, config=config, env={})
-    ledger = Ledger(paths.state_dir / "ledger.sqlite", clock=clock)
+    from tests.conftest import LEDGER_ENV
+
+    settings = Settings(paths=paths, config=config, env=dict(LEDGER_ENV))
+    ledger = make_ledger(paths.state_dir / "ledger.sqlite", clock=clock)
     yield Drivers(settings=settings, ledger=ledger)
-    ledger.close()
 
 
 def definition(cpu: int, ram: int, lifetime: str = "") -> LabelDefinition:
@@ -266,12 +270,11 @@ def test_waiters_ahead_come_first_and_dead_ones_are_dropped(ctx: Drivers, clock:
     allocate(ctx, CPU, 1)
     ledger = ctx.ledger
     queued = definition(1, 1)
-    from drivers.ledger import doorbell
     from providers.core.wire import to_wire
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    bell = doorbell.Doorbell(doorbell.bell_dir(ledger.path))
+    bell = ledger.open_bell()
     first = ledger.enqueue(
         driver="test/default", definition=to_wire(queued), resources=queued.resources,
         life=None, is_remote=False, token=bell.token,
@@ -284,15 +287,17 @@ def test_waiters_ahead_come_first_and_dead_ones_are_dropped(ctx: Drivers, clock:
     assert [w.id for w in ledger.served_now("test/default", scheduling.queue_fits(
         ctx.driver("test/default")))] == [first]  # fmt: skip
     # Its owner dies: its place goes, and the room is anyone's.
-    ledger._db.conn().execute(
-        "UPDATE waiters SET owner_pid=?, owner_start=NULL WHERE id=?", (dead.pid, first)
-    )
+    with ledger._db.transaction() as conn:
+        conn.execute(
+            "UPDATE waiters SET owner_pid=?, owner_start=NULL WHERE id=?", (dead.pid, first)
+        )
     assert allocate(ctx, 1, 1)
     assert ledger.waiting("test/default") == []
     assert bell.wait(0)  # it was rung when the room came back
     bell.close()
 
 
+@pytest.mark.sqlite_only
 def test_the_schema_of_a_version_1_ledger_is_upgraded_in_place(home: Path) -> None:
     import sqlite3
 

@@ -19,6 +19,8 @@ cpu_limit = 5
 ram_limit = 8
 """
 
+pytestmark = pytest.mark.usefixtures("ledger_backend")
+
 
 @pytest.fixture
 def limited(write_config: Callable[[str], Path]) -> None:
