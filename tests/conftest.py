@@ -373,7 +373,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def read_ledger(home: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Rows of a read on the test's ledger behind shoal's back (as another process would):
+    """Rows of a read (or a write) on the test's ledger behind shoal's back (as another
+    process would):
     the SQLite file under `home`, or the team ledger's tables. [] before it is made."""
     if LEDGER_ENV:
         import psycopg
@@ -384,9 +385,10 @@ def read_ledger(home: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tupl
             LEDGER_ENV["SHOAL_LEDGER_URL"], options=f"-c search_path={pg.SCHEMA}"
         ) as conn:
             try:
-                return conn.execute(sql.replace("?", "%s"), params).fetchall()  # type: ignore[arg-type]
+                cursor = conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
             except psycopg.errors.UndefinedTable:
                 return []
+            return cursor.fetchall() if cursor.description else []
     import sqlite3
 
     path = home / "state" / "ledger.sqlite"
@@ -394,7 +396,9 @@ def read_ledger(home: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tupl
         return []
     conn = sqlite3.connect(path, timeout=5)
     try:
-        return conn.execute(sql, params).fetchall()
+        rows = conn.execute(sql, params).fetchall()
+        conn.commit()  # a write behind shoal's back (a test's) is kept
+        return rows
     except sqlite3.OperationalError:
         return []  # not made yet
     finally:

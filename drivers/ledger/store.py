@@ -124,28 +124,42 @@ def _decoded(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _listed_json(row: Allocation) -> str:
-    """LISTED_JSON in Python, for an SQLite without its JSON functions."""
+def _json_or_none(text: str | None) -> Any:
+    """A JSON column's value; null when it does not hold JSON (a hand-edited row), as
+    SQLite's json_valid makes it."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
-    def public(value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else {k: v for k, v in value.items() if k != "authentication"}
+
+def _listed_json(row: tuple[Any, ...]) -> str:
+    """LISTED_JSON in Python (a row of COLUMNS), for an SQLite without its JSON functions
+    or a PostgreSQL row whose JSON does not parse: one bad row never fails a listing."""
+
+    def public(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return None
+        return {k: v for k, v in value.items() if k != "authentication"}
 
     shown = {
-        "id": row.id,
-        "driver": row.driver,
-        "status": row.status,
-        "cpu": row.cpu,
-        "ram": row.ram,
-        "created": row.created,
-        "expires": row.expires,
-        "updated": row.updated,
-        "starts": row.starts,
-        "claim_by": row.claim_by,
-        "host": row.host,
-        "note": row.note,
-        "metadata": row.metadata,
-        "definition": public(row.definition),
-        "resource": public(row.state),
+        "id": row[0],
+        "driver": row[1],
+        "status": row[2],
+        "cpu": row[9],
+        "ram": row[10],
+        "created": row[6],
+        "expires": row[8],
+        "updated": row[7],
+        "starts": row[18],
+        "claim_by": row[19],
+        "host": row[20],
+        "note": row[17],
+        "metadata": _json_or_none(row[5]),
+        "definition": public(_json_or_none(row[3])),
+        "resource": public(_json_or_none(row[4])),
     }
     return json.dumps({**shown, "driver_status": None, "drift": None, "detail": None})
 
@@ -399,7 +413,7 @@ class LedgerStore:
             head = width + (1 if metadata else 0)
             chosen = f"{SUMMARY_COLUMNS}{', metadata' if metadata else ''}, {COLUMNS}"
             rows = [
-                (*r[:head], _listed_json(Allocation.from_row(r[head:])))
+                (*r[:head], _listed_json(r[head:]))
                 for r in self._db.query(f"SELECT {chosen} {listed}")
             ]
         out = []
@@ -427,4 +441,4 @@ class LedgerStore:
                 raise
             listed = f"{self._listed(include_ended)} ORDER BY created"
             rows = self._db.query(f"SELECT {COLUMNS} {listed}")
-            return [_listed_json(Allocation.from_row(r)) for r in rows]
+            return [_listed_json(r) for r in rows]

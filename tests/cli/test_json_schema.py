@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import sqlite3
 import tomllib
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -22,6 +21,7 @@ from providers.core.errors import CredentialsError, ShoalError
 from providers.core.settings import Settings
 from providers.registry import register
 from tests.cli.test_cloud_commands import Fetcher
+from tests.conftest import read_ledger
 from tests.drivers.image import archives as A
 from tests.drivers.image.server import ImageServer
 from tests.drivers.kubernetes.test_kubernetes_driver import TOKEN, kubeconfig
@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 LIMIT = '[drivers."test/default"]\ncpu_limit = 8\nram_limit = 16\n'
 Cli = Callable[..., Any]
+
+pytestmark = pytest.mark.usefixtures("ledger_backend")
 
 
 def _schemas() -> dict[str, dict[str, Any]]:
@@ -291,13 +293,12 @@ def test_free_of_an_unknown_id_and_a_failure_keep_one_shape(cli: Cli, limited: N
 
 def test_expired_free_items(cli: Cli, limited: None, home: Path) -> None:
     short = ok(cli(*ALLOC, "--lifetime", "1h", "--json"))
-    ledger = sqlite3.connect(home / "state" / "ledger.sqlite")
-    with ledger:  # its lifetime over, without waiting for it
-        ledger.execute(
-            "UPDATE allocations SET expires='2000-01-01T00:00:00.000000Z' WHERE id=?",
-            (short["id"],),
-        )
-    ledger.close()
+    # its lifetime over, without waiting for it
+    read_ledger(
+        home,
+        "UPDATE allocations SET expires='2000-01-01T00:00:00.000000Z' WHERE id=?",
+        (short["id"],),
+    )
     (item,) = ok(cli("free", "--expired", "--json"))
     check(item, "free-item")
     assert item["id"] == short["id"] and item["status"] == "FREED" and item["changed"] is True
@@ -347,8 +348,7 @@ def test_the_listing_survives_a_row_whose_json_is_damaged(
     cli: Cli, limited: None, home: Path
 ) -> None:
     made = ok(cli(*ALLOC, "--json"))
-    with sqlite3.connect(home / "state" / "ledger.sqlite") as ledger:
-        ledger.execute("UPDATE allocations SET definition='{bad' WHERE id=?", (made["id"],))
+    read_ledger(home, "UPDATE allocations SET definition='{bad' WHERE id=?", (made["id"],))
     (row,) = ok(cli("status", "--json"))
     assert row["id"] == made["id"] and row["definition"] is None
     check(row, "allocation")

@@ -20,6 +20,8 @@ from tests.conftest import shoal_argv, shoal_env
 NO_DEBUG = {"SHOAL_DEBUG": ""}
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 
+pytestmark = pytest.mark.usefixtures("ledger_backend")
+
 
 def on_terminal(home: Path, *args: str, columns: int = 80) -> str:
     """Run shoal on a pseudo-terminal of `columns` columns; what the terminal shows."""
@@ -117,8 +119,11 @@ def test_config_shows_paths_and_which_variables_are_set_but_never_secrets(
     assert run.exit_code == 0, run.stderr
     assert secret not in run.stdout and secret not in run.stderr
     items = {i["name"]: i for i in run.json()}
-    assert items["ledger"]["value"] == str(home / "state" / "ledger.sqlite")
-    assert items["ledger"]["source"] == "SHOAL_HOME"
+    from tests.conftest import LEDGER_ENV
+
+    ledger = LEDGER_ENV.get("SHOAL_LEDGER_URL") or str(home / "state" / "ledger.sqlite")
+    assert items["ledger"]["value"] == ledger
+    assert items["ledger"]["source"] == ("SHOAL_LEDGER_URL" if LEDGER_ENV else "SHOAL_HOME")
     assert items["images dir"] == {
         "name": "images dir", "value": "/srv/images", "source": "config [image] dir", "note": None
     }  # fmt: skip

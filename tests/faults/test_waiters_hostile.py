@@ -9,7 +9,6 @@ import errno
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -20,9 +19,9 @@ import pytest
 
 from drivers.ledger import doorbell
 from providers.core.wire import format_time
-from tests.conftest import spawn, wait_for
+from tests.conftest import read_ledger, spawn, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ledger_backend")]
 
 ALLOC = ("alloc", "--driver", "test", "--cpu", "1", "--ram", "1")
 LIMIT_1 = '[drivers."test/default"]\ncpu_limit = 1\nram_limit = 10\n'
@@ -30,17 +29,8 @@ Procs = list[subprocess.Popen[str]]
 
 
 def ledger_rows(home: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Read the ledger straight from SQLite: no shoal command (and so no cleanup) runs."""
-    path = home / "state" / "ledger.sqlite"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path, timeout=5)
-    try:
-        return conn.execute(sql, args).fetchall()
-    except sqlite3.OperationalError:
-        return []  # not made yet
-    finally:
-        conn.close()
+    """Read the ledger straight from its store: no shoal command (and so no cleanup) runs."""
+    return read_ledger(home, sql, args)
 
 
 def queued(home: Path) -> list[int]:
@@ -117,6 +107,7 @@ def test_a_waiter_killed_right_after_taking_its_turn_does_not_stall_the_next(
 # -- 2. doorbells ---------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_a_live_waiter_whose_pipe_was_deleted_keeps_its_place_and_is_served(
     cli: Callable[..., Any], write_config: Callable[[str], Path], home: Path, procs: Procs
 ) -> None:
@@ -143,11 +134,7 @@ def test_a_live_waiter_that_lost_its_place_queues_again_in_its_order(
     second = spawn(home, procs, *ALLOC, "--wait", "--timeout", "2m")
     wait_for(lambda: queued(home) == [first.pid, second.pid], "the second waiter to queue")
     # Its row goes (as a shoal in another pid namespace, to which it looks dead, drops it).
-    path = home / "state" / "ledger.sqlite"
-    conn = sqlite3.connect(path, timeout=5)
-    with conn:
-        conn.execute("DELETE FROM waiters WHERE owner_pid=?", (first.pid,))
-    conn.close()
+    read_ledger(home, "DELETE FROM waiters WHERE owner_pid=?", (first.pid,))
     wait_for(lambda: queued(home) == [first.pid, second.pid], "the first to queue again", 60)
     assert cli("free", held).exit_code == 0
     out, err = first.communicate(timeout=60)
@@ -158,6 +145,7 @@ def test_a_live_waiter_that_lost_its_place_queues_again_in_its_order(
     assert second.returncode == 0, err
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("kind", ["symlink", "file"])
 def test_a_ring_writes_into_nothing_but_a_pipe(tmp_path: Path, kind: str) -> None:
     directory = tmp_path / "bells"
@@ -173,6 +161,7 @@ def test_a_ring_writes_into_nothing_but_a_pipe(tmp_path: Path, kind: str) -> Non
     assert (directory / "abcd").read_text() == "data"
 
 
+@pytest.mark.sqlite_only
 def test_a_waiter_whose_pipe_was_replaced_by_a_symlink_is_served_and_nothing_written(
     cli: Callable[..., Any],
     write_config: Callable[[str], Path],
@@ -318,6 +307,7 @@ def test_a_waiting_claim_waits_for_a_free_of_its_predecessor_to_finish(
 # -- 12. a state dir without named pipes -------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("code", [errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS])
 def test_wait_on_a_filesystem_without_named_pipes_polls_instead(
     cli: Callable[..., Any],
@@ -340,6 +330,7 @@ def test_wait_on_a_filesystem_without_named_pipes_polls_instead(
     assert queued(home) == []
 
 
+@pytest.mark.sqlite_only
 def test_a_polling_waiter_behind_one_that_does_not_fit_is_served(
     cli: Callable[..., Any],
     write_config: Callable[[str], Path],
@@ -365,6 +356,7 @@ def test_a_polling_waiter_behind_one_that_does_not_fit_is_served(
     assert queued(home) == [first.pid]
 
 
+@pytest.mark.sqlite_only
 def test_wait_where_no_pipe_may_be_made_says_why(
     cli: Callable[..., Any],
     write_config: Callable[[str], Path],

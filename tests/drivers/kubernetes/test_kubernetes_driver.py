@@ -18,6 +18,8 @@ TOKEN = "tok-driver-0123456789"
 Cli = Callable[..., Any]
 SMALL = ("--cpu", "1", "--ram", "1")  # overridden by later flags
 
+pytestmark = pytest.mark.usefixtures("ledger_backend")
+
 
 def kubeconfig(path: Path, server: str, token: str = TOKEN, namespace: str = "team-a") -> Path:
     path.write_text(
@@ -424,6 +426,7 @@ def test_cleanup_from_a_bare_handle_finds_a_job(
     assert api.names("jobs") == []
 
 
+@pytest.mark.sqlite_only  # each machine its own ledger (team ledgers: test_team_ledger)
 def test_status_remote_lists_what_other_machines_made(
     cli: Cli, api: ApiServer, env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -447,6 +450,7 @@ def test_status_remote_lists_what_other_machines_made(
     assert run.exit_code == 2 and "no shared state" in run.stderr
 
 
+@pytest.mark.sqlite_only  # each machine its own ledger (team ledgers: test_team_ledger)
 def test_free_remote_frees_what_another_machine_made(
     cli: Cli, api: ApiServer, env: dict[str, str], tmp_path: Path
 ) -> None:
