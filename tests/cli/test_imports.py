@@ -23,7 +23,10 @@ sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 
 # pydantic checks input, imported only where there is some (providers/core/schema.py);
 # msgspec reads Kubernetes list pages, imported only by the views that read them.
-NEVER_AT_START = {"httpx", "yaml", "boto3", "botocore", "pydantic", "pydantic_core", "msgspec"}
+# psycopg: the team ledger's, imported only with a PostgreSQL ledger URL.
+NEVER_AT_START = {
+    "httpx", "yaml", "boto3", "botocore", "pydantic", "pydantic_core", "msgspec", "psycopg",
+}  # fmt: skip
 JSON_COMMANDS = (["regions", "--json"], ["resources", "--json"], ["status", "--json"])
 
 
@@ -175,3 +178,13 @@ def test_gcp_credentials_import_cryptography_only_to_sign(home: Path, tmp_path: 
         again, said = _probe(home, *ask, env=keyed)  # the token the last one got
         assert json.loads(said) and "cryptography" not in _top(again)
         assert len(oauth.claims) == 1
+
+
+def test_the_sqlite_ledger_never_imports_psycopg(home: Path) -> None:
+    """psycopg (~60-90 ms) is for a team ledger only: a machine without one never pays."""
+    loaded, out = _probe(home, "alloc", "--driver", "test", "--cpu", "1", "--ram", "1", "--json")
+    alloc_id = json.loads(out)["id"]
+    for args in (["status", "--json"], ["status", alloc_id], ["free", alloc_id]):
+        loaded |= _modules(home, *args)
+    assert "sqlite3" in loaded
+    assert "psycopg" not in _top(loaded)

@@ -87,6 +87,7 @@ def test_every_schema_is_a_valid_draft_2020_12_schema_and_the_package_ships_it()
     names = {
         "allocation", "free-item", "dry-run", "driver", "region", "instance-type", "resource",
         "pricing", "image-pull", "image", "config-item", "catalog-status", "offers",
+        "ledger-migrate", "ledger-copy",
     }  # fmt: skip
     assert {n.removesuffix(".schema.json") for n in SCHEMAS} == names
     for name, schema in SCHEMAS.items():

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.test_json_schema import check
 from tests.conftest import Run, spawn, wait_for
 from tests.pg import Cluster
 
@@ -152,6 +153,7 @@ def test_copy_json_and_a_second_copy_skips_everything(
     assert first.exit_code == 0, first
     source = str(ledger_file(home))
     assert first.json() == {"from": source, "to": url, "copied": 6, "skipped": 0, "total": 6}
+    check(first.json(), "ledger-copy")
     again = copy(cli, url, pg_env, "--json")
     assert again.exit_code == 0, again
     assert again.json() == {"from": source, "to": url, "copied": 0, "skipped": 6, "total": 6}
@@ -474,6 +476,7 @@ def test_migrate_makes_the_schema_once(
     first = cli("ledger", "migrate", "--json", env=env)
     assert first.exit_code == 0, first
     assert first.json() == {"ledger": url, "from": 0, "to": SCHEMA_VERSION}
+    check(first.json(), "ledger-migrate")
     again = cli("ledger", "migrate", env=env)
     assert again.exit_code == 0, again
     assert again.stdout == f"ledger {url}: schema {SCHEMA_VERSION}, up to date\n"
