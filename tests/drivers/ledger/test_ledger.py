@@ -482,3 +482,30 @@ def test_two_ledgers_on_one_file_see_each_other(
     finally:
         one.close()
         two.close()
+
+
+# -- a team ledger's session cut -----------------------------------------------------------
+
+
+@pytest.mark.postgresql_only
+def test_a_session_cut_inside_a_write_rolls_it_back_and_the_next_write_reconnects(
+    ledger: Ledger,
+) -> None:
+    from providers.core.errors import RetryableError
+
+    kept = reserve(ledger)
+    admin = ledger._db.connect()  # type: ignore[union-attr]
+    try:
+        with (
+            pytest.raises(RetryableError, match=r"rolled back \(nothing written\)"),
+            ledger._write() as conn,
+        ):
+            conn.execute("UPDATE allocations SET note='half' WHERE id=?", (kept,))
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            conn.execute("UPDATE allocations SET note='done' WHERE id=?", (kept,))
+    finally:
+        admin.close()
+    assert ledger.get(kept).note is None  # the server rolled it back: nothing half-written
+    second = reserve(ledger)  # a new session, the same ledger
+    assert {r["id"] for r in ledger.summaries(include_ended=False)} == {kept, second}
