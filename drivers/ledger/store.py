@@ -103,15 +103,6 @@ LISTED_JSON = (
     f"'resource', {_json_of('state', 'authentication')}, "
     "'driver_status', NULL, 'drift', NULL, 'detail', NULL)"
 )
-# The same on PostgreSQL (a row that is not JSON fails it: the list is then built in Python).
-PG_LISTED_JSON = (
-    "json_build_object('id', id, 'driver', driver, 'status', status, 'cpu', cpu, 'ram', ram, "
-    "'created', created, 'expires', expires, 'updated', updated, 'starts', starts, "
-    "'claim_by', claim_by, 'host', host, 'note', note, 'metadata', metadata::json, "
-    "'definition', definition::jsonb - 'authentication', "
-    "'resource', state::jsonb - 'authentication', "
-    "'driver_status', NULL, 'drift', NULL, 'detail', NULL)::text"
-)
 _NO_JSON = "no such function: json"  # an SQLite built without its JSON functions
 
 
@@ -136,8 +127,10 @@ def _json_or_none(text: str | None) -> Any:
 
 
 def _listed_json(row: tuple[Any, ...]) -> str:
-    """LISTED_JSON in Python (a row of COLUMNS), for an SQLite without its JSON functions
-    or a PostgreSQL row whose JSON does not parse: one bad row never fails a listing."""
+    """LISTED_JSON in Python (a row of COLUMNS): for an SQLite without its JSON functions,
+    and for PostgreSQL, whose json_build_object writes other spacing and whose jsonb
+    reorders keys (the same text on both backends). A column that is not JSON is null:
+    one bad row never fails a listing."""
 
     def public(value: Any) -> Any:
         if not isinstance(value, dict):
@@ -161,7 +154,11 @@ def _listed_json(row: tuple[Any, ...]) -> str:
         "definition": public(_json_or_none(row[3])),
         "resource": public(_json_or_none(row[4])),
     }
-    return json.dumps({**shown, "driver_status": None, "drift": None, "detail": None})
+    # Compact, as SQLite's json_object writes it: one listing reads the same on both
+    # backends (and `grep '"status":"ALLOCATED"'` finds it on either).
+    return json.dumps(
+        {**shown, "driver_status": None, "drift": None, "detail": None}, separators=(",", ":")
+    )
 
 
 def _now() -> datetime:
@@ -380,15 +377,6 @@ class LedgerStore:
         )
         return [Allocation.from_row(r) for r in rows]
 
-    @property
-    def _json_sql(self) -> str:
-        return PG_LISTED_JSON if self.team else LISTED_JSON
-
-    def _json_fallback(self, exc: Exception) -> bool:
-        """Whether a list built in SQL is built in Python instead: SQLite without its JSON
-        functions, or a PostgreSQL row that is not JSON (SQLite's json_valid makes it null)."""
-        return self.team or _NO_JSON in str(exc)
-
     def _listed(self, include_ended: bool) -> str:
         """FROM and WHERE of the `status` list: every row, or the live ones (their index)."""
         if include_ended:
@@ -403,19 +391,25 @@ class LedgerStore:
         text (`"json"`), built as `summaries_json` builds it."""
         listed = f"{self._listed(include_ended)} ORDER BY created"
         width = SUMMARY_COLUMNS.count(",") + 1
-        extra = (", metadata" if metadata else "") + (f", {self._json_sql}" if encoded else "")
-        try:
-            rows = self._db.query(f"SELECT {SUMMARY_COLUMNS}{extra} {listed}")
-        except LedgerCorruptError as exc:
-            if not encoded or not self._json_fallback(exc):
-                raise
-            # No JSON functions in this SQLite: the same, built in Python.
-            head = width + (1 if metadata else 0)
+        head = width + (1 if metadata else 0)
+
+        def in_python() -> list[tuple[Any, ...]]:
             chosen = f"{SUMMARY_COLUMNS}{', metadata' if metadata else ''}, {COLUMNS}"
-            rows = [
+            return [
                 (*r[:head], _listed_json(r[head:]))
                 for r in self._db.query(f"SELECT {chosen} {listed}")
             ]
+
+        extra = (", metadata" if metadata else "") + (f", {LISTED_JSON}" if encoded else "")
+        if encoded and self.team:
+            rows = in_python()
+        else:
+            try:
+                rows = self._db.query(f"SELECT {SUMMARY_COLUMNS}{extra} {listed}")
+            except LedgerCorruptError as exc:
+                if not encoded or _NO_JSON not in str(exc):
+                    raise
+                rows = in_python()  # no JSON functions in this SQLite: the same, in Python
         out = []
         for r in rows:
             row = summary_row(r)
@@ -430,15 +424,14 @@ class LedgerStore:
         """Every listed row's allocation object, as JSON text built by SQLite itself.
 
         Listing 10,000 allocations then costs what SQLite costs, not a Python dict and a
-        json.dumps per row; without SQLite's JSON functions it falls back to Python.
+        json.dumps per row; without SQLite's JSON functions it falls back to Python, as a
+        team ledger always does (_listed_json says why).
         """
-        try:
-            return self._db.column(
-                f"SELECT {self._json_sql} {self._listed(include_ended)} ORDER BY created"
-            )
-        except LedgerCorruptError as exc:
-            if not self._json_fallback(exc):
-                raise
-            listed = f"{self._listed(include_ended)} ORDER BY created"
-            rows = self._db.query(f"SELECT {COLUMNS} {listed}")
-            return [_listed_json(r) for r in rows]
+        listed = f"{self._listed(include_ended)} ORDER BY created"
+        if not self.team:
+            try:
+                return self._db.column(f"SELECT {LISTED_JSON} {listed}")
+            except LedgerCorruptError as exc:
+                if _NO_JSON not in str(exc):
+                    raise
+        return [_listed_json(r) for r in self._db.query(f"SELECT {COLUMNS} {listed}")]

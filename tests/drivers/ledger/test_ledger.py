@@ -509,3 +509,12 @@ def test_a_session_cut_inside_a_write_rolls_it_back_and_the_next_write_reconnect
     assert ledger.get(kept).note is None  # the server rolled it back: nothing half-written
     second = reserve(ledger)  # a new session, the same ledger
     assert {r["id"] for r in ledger.summaries(include_ended=False)} == {kept, second}
+
+
+def test_the_listing_is_the_same_text_on_both_backends(ledger: Ledger) -> None:
+    alloc_id = reserve(ledger, 2, 3)
+    (row,) = ledger.summaries_json(include_ended=False)
+    # Compact, keys in the allocation object's order: greppable the same way everywhere.
+    assert row.startswith(f'{{"id":"{alloc_id}","driver":"test/default","status":"ALLOCATING",')
+    assert '"definition":{"driver":"test/default","resources":{"cpu":2,"ram":3}}' in row
+    assert json.loads(row)["host"] == (None if not ledger.team else "host-a")

@@ -1,0 +1,1 @@
+"""Images from OCI/Docker registries: references, credentials, the distribution protocol."""
