@@ -124,9 +124,8 @@ class BlobStore:
             if have and on_resume is not None:
                 on_resume(have)
             downloaded = 0
-            fd = os.open(
-                partial, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644
-            )
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+            fd = os.open(partial, flags, 0o644)
             try:
                 if have < size or size == 0:
                     for chunk in opener(have):
@@ -195,15 +194,16 @@ class BlobStore:
                 digest = f"{algo_dir.name}:{name}"
                 if name.startswith("."):
                     if name.endswith(".partial"):
-                        digest = f"{algo_dir.name}:{name[1:].removesuffix('.partial')}"
-                        if digest not in keep and _unlocked(algo_dir / f".{name[1:].removesuffix('.partial')}.lock"):
+                        hexpart = name[1:].removesuffix(".partial")
+                        held = f"{algo_dir.name}:{hexpart}" in keep
+                        if not held and unlocked(algo_dir / f".{hexpart}.lock"):
                             entry.unlink(missing_ok=True)
                     continue
                 if digest in keep:
                     continue
                 if older_than is not None and now - entry.stat().st_mtime < older_than:
                     continue
-                if _unlocked(algo_dir / f".{name}.lock"):
+                if unlocked(algo_dir / f".{name}.lock"):
                     entry.unlink(missing_ok=True)
                     removed.append(digest)
         return removed
@@ -239,7 +239,7 @@ def _hash_existing(partial: Path, hasher: hashlib._Hash, size: int) -> int:
         return 0
 
 
-def _unlocked(lock: Path) -> bool:
+def unlocked(lock: Path) -> bool:
     """Whether nobody holds a blob's lock now (a pull in progress keeps its blob)."""
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
