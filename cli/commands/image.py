@@ -106,12 +106,17 @@ def pull(
     import os
 
     from drivers.image import credentials
+    from drivers.image.filesource import local_path
     from drivers.image.pull import PullOptions
     from drivers.image.pull import pull as do_pull
 
     out_dir, config = _images_dir(ctx, out)
+    local = local_path(url)
     stdin_password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
-    login, secret = credentials.resolve(url, user, stdin_password, os.environ)
+    if local is not None:
+        login, secret = "", ""  # a local file needs none
+    else:
+        login, secret = credentials.resolve(url, user, stdin_password, os.environ)
     opts = PullOptions.from_config(
         config, out_dir, user=login, password=secret, force=force, warn=output.warn
     )
@@ -120,7 +125,8 @@ def pull(
     from drivers.image.naming import file_name
 
     # The file name only: a signed URL's query string carries secrets.
-    with byte_progress(name or file_name(url), log_lines=not as_json) as progress:
+    shown = local.name if local is not None else file_name(url)
+    with byte_progress(name or shown, log_lines=not as_json) as progress:
         opts.on_bytes = progress.update
         opts.on_resume = lambda event: progress.resumed(
             event.cause, event.at, event.attempt, event.attempts

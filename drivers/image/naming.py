@@ -47,11 +47,16 @@ def strip_extension(name: str) -> str:
 
 def split_name_version(url: str) -> tuple[str, str]:
     """`https://h/x/ubuntu-base-22.04.tar.xz` -> (`ubuntu-base`, `22.04`)."""
-    stem = strip_extension(file_name(url))
+    return split_file_name(file_name(url))
+
+
+def split_file_name(file: str) -> tuple[str, str]:
+    """`ubuntu-base-22.04.tar.xz` -> (`ubuntu-base`, `22.04`)."""
+    stem = strip_extension(file)
     name, sep, version = stem.rpartition("-")
     if not sep or not name or not version:
         raise UsageError(
-            f"cannot derive name and version from {file_name(url)!r} (expected NAME-VERSION.EXT); "
+            f"cannot derive name and version from {file!r} (expected NAME-VERSION.EXT); "
             "pass --name and --version"
         )
     return name, version

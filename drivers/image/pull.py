@@ -27,7 +27,8 @@ from typing import Any
 
 from drivers.image import checksum, decompress, extract
 from drivers.image.extractor import Caps
-from drivers.image.naming import check_component, check_url, split_name_version
+from drivers.image.filesource import FileSource, local_path
+from drivers.image.naming import check_component, check_url, split_file_name, split_name_version
 from drivers.image.source import HttpSource, Policy, RestartRequired, Resume
 from drivers.image.tarstream import UnsafeArchiveError
 from providers.core.errors import ConfigError, ProviderUnreachableError, RetryableError, ShoalError
@@ -183,7 +184,12 @@ def _meta_path(out_dir: Path, dirname: str) -> Path:
     return out_dir / f".{dirname}{META_SUFFIX}"
 
 
-def _cached(target: Path, meta_path: Path, wanted: checksum.Sum | None) -> dict[str, Any] | None:
+def _cached(
+    target: Path, meta_path: Path, wanted: checksum.Sum | None, source: str
+) -> dict[str, Any] | None:
+    """The record of the image in place, when it is provably the one asked for: the same
+    checksum as --sum, or (without one) pulled from the same source. A file name alone is
+    no identity: another server's `base-1.tar` is another image."""
     try:
         if not stat.S_ISDIR(os.lstat(target).st_mode):  # a planted symlink is not our image
             return None
@@ -199,6 +205,8 @@ def _cached(target: Path, meta_path: Path, wanted: checksum.Sum | None) -> dict[
         # Not provably the build asked for (another sum, another algorithm, no record):
         # pull it, rather than answer "in place" unverified.
         return None
+    if wanted is None and meta.get("url") != source:
+        return None  # the same name from another source: pulled, and it replaces this one
     return meta
 
 
@@ -243,12 +251,17 @@ def pull(
     url: str, sum_text: str, name: str, version: str, tag: str, opts: PullOptions
 ) -> PullResult:
     started = time.monotonic()
-    check_url(url)
+    local = local_path(url)
+    if local is None:
+        check_url(url)
+    source = local.resolve().as_uri() if local is not None else display(url)
     wanted = checksum.parse(sum_text) if sum_text else None
     if wanted is not None and wanted.algo in checksum.WEAK:
         opts.warn(f"{wanted.algo} is weak; prefer sha256 or sha512 in --sum")
     if not name or not version:
-        derived_name, derived_version = split_name_version(url)
+        derived_name, derived_version = (
+            split_file_name(local.name) if local is not None else split_name_version(url)
+        )
         name = name or derived_name
         version = version or derived_version
     check_component(name, "--name")
@@ -266,7 +279,7 @@ def pull(
     meta_path = _meta_path(out_dir, dirname)
     with locked(out_dir / f".{dirname}.lock", opts.lock_timeout_seconds):
         if not opts.force:
-            meta = _cached(target, meta_path, wanted)
+            meta = _cached(target, meta_path, wanted, source)
             if meta is not None:
                 return PullResult(
                     path=str(target),
@@ -278,12 +291,12 @@ def pull(
                     checksum=str(meta.get("checksum", "")),
                     seconds=round(time.monotonic() - started, 3),
                     cached=True,
-                    url=display(url),
+                    url=source,
                 )
         _sweep_temps(out_dir, dirname)
-        fetched = _download_into(url, wanted, out_dir, dirname, opts)
+        fetched = _download_into(url, wanted, out_dir, dirname, opts, local)
         meta = {
-            "url": display(url),
+            "url": source,
             "checksum": fetched.checksum,
             "tag": tag,
             "bytes_unpacked": fetched.unpacked,
@@ -300,14 +313,19 @@ def pull(
         checksum=fetched.checksum,
         seconds=round(time.monotonic() - started, 3),
         cached=False,
-        url=display(url),
+        url=source,
         entries=fetched.entries,
         verified=fetched.verified,
     )
 
 
 def _download_into(
-    url: str, wanted: checksum.Sum | None, out_dir: Path, dirname: str, opts: PullOptions
+    url: str,
+    wanted: checksum.Sum | None,
+    out_dir: Path,
+    dirname: str,
+    opts: PullOptions,
+    local: Path | None = None,
 ) -> _Fetched:
     """Download, verify and move into place."""
     auth = (opts.user, opts.password) if opts.user else None
@@ -317,14 +335,19 @@ def _download_into(
         tmp = Path(tempfile.mkdtemp(prefix=f".{dirname}.tmp-", dir=out_dir))
         try:
             algo = wanted.algo if wanted else checksum.DEFAULT
-            with HttpSource(
-                url,
-                auth=auth,
-                hasher=checksum.new_hasher(algo),
-                policy=opts.policy,
-                on_bytes=opts.on_bytes,
-                on_resume=opts.on_resume,
-            ) as source:
+            source: HttpSource | FileSource = (
+                FileSource(local, hasher=checksum.new_hasher(algo), on_bytes=opts.on_bytes)
+                if local is not None
+                else HttpSource(
+                    url,
+                    auth=auth,
+                    hasher=checksum.new_hasher(algo),
+                    policy=opts.policy,
+                    on_bytes=opts.on_bytes,
+                    on_resume=opts.on_resume,
+                )
+            )
+            with source:
                 source.open()
                 expected = _expected(wanted, source.announced(), display(url))
                 if expected is not None and expected.algo != algo:
