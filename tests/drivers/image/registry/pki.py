@@ -74,7 +74,7 @@ class Authority:
         from cryptography.hazmat.primitives.asymmetric import ec
 
         self._key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         name = _name(common_name)
         self._cert = (
             x509.CertificateBuilder()
@@ -87,10 +87,16 @@ class Authority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=False, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                    crl_sign=True, encipher_only=False, decipher_only=False,
-                ),  # fmt: skip
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
                 critical=True,
             )
             .add_extension(
@@ -113,7 +119,7 @@ class Authority:
         from cryptography.x509.oid import ExtendedKeyUsageOID
 
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
         sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
         cert = (
@@ -146,7 +152,7 @@ class SigningKey:
         from cryptography.hazmat.primitives.asymmetric import rsa
 
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         name = _name(common_name)
         cert = (
             x509.CertificateBuilder()

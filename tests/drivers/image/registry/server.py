@@ -235,7 +235,7 @@ class Registry:
 
     @property
     def host(self) -> str:
-        """"127.0.0.1:PORT", the registry part of a reference."""
+        """ "127.0.0.1:PORT", the registry part of a reference."""
         return f"{HOST}:{self.port}"
 
     @property
@@ -243,14 +243,14 @@ class Registry:
         return f"{self.scheme}://{self.host}"
 
     def ref(self, name: str, tag: str | None = "latest", digest: str | None = None) -> str:
-        """"127.0.0.1:PORT/NAME:TAG" (or "@DIGEST")."""
+        """ "127.0.0.1:PORT/NAME:TAG" (or "@DIGEST")."""
         if digest:
             return f"{self.host}/{name}@{digest}"
         return f"{self.host}/{name}" + (f":{tag}" if tag else "")
 
     @property
     def creds(self) -> str | None:
-        """"user:password" of the user who may push (None without auth)."""
+        """ "user:password" of the user who may push (None without auth)."""
         if self.username is None or self.password is None:
             return None
         return f"{self.username}:{self.password}"

@@ -12,8 +12,9 @@ action for a user in `users`, only `pull` for one in `readers`, `pull` for nobod
 `anonymous_pull`, else nothing (the registry then answers 401 insufficient_scope).
 
 `expires_in` is what the answers say; `lifetime` how long the registry accepts a token (None:
-the same). The registry (distribution 2.8) allows 60 s of clock skew past `exp`: tokens are
-dated so that they die when `lifetime` says, not a minute later. `requests` records each
+the same; whole seconds, up to 1 s more); both may be changed while the server runs. The
+registry (distribution 2.8) allows 60 s of clock skew past `exp`: tokens are dated so that
+they die when `lifetime` says, not a minute later. `requests` records each
 request (user name, never a password); `count` is their number. `statuses` queues answers to
 give instead (a failing token server). Loopback only.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import secrets
 import threading
 import time
@@ -180,7 +182,8 @@ class TokenServer:
             "iss": issuer or self.issuer,
             "sub": subject,
             "aud": audience or self.service,
-            "exp": int(now + lifetime - REGISTRY_LEEWAY),
+            # Whole seconds, rounded up: a token lives at least `lifetime`, at most 1 s more.
+            "exp": math.ceil(now + lifetime) - REGISTRY_LEEWAY,
             "nbf": int(now - 1),
             "iat": int(now),
             "jti": secrets.token_hex(12),
@@ -242,21 +245,21 @@ class TokenServer:
         offline = False
         refresh_for: str | None = None
         if method == "GET":
-            record.service = (params.get("service") or [None])[0]
+            record.service = _first(params, "service")
             record.scopes = params.get("scope", [])
-            offline = (params.get("offline_token") or [""])[0] == "true"
+            offline = (_first(params, "offline_token") or "") == "true"
             user, password = _basic(authorization)
         else:
-            record.grant_type = (form.get("grant_type") or [None])[0]
-            record.service = (form.get("service") or [None])[0]
+            record.grant_type = _first(form, "grant_type")
+            record.service = _first(form, "service")
             record.scopes = [s for item in form.get("scope", []) for s in item.split()]
-            offline = (form.get("access_type") or [""])[0] == "offline"
+            offline = (_first(form, "access_type") or "") == "offline"
             user = password = None
             if record.grant_type == "password":
-                user = (form.get("username") or [None])[0]
-                password = (form.get("password") or [""])[0]
+                user = _first(form, "username")
+                password = _first(form, "password") or ""
             elif record.grant_type == "refresh_token":
-                given = (form.get("refresh_token") or [""])[0]
+                given = _first(form, "refresh_token") or ""
                 with self._lock:
                     refresh_for = self.refresh_tokens.get(given)
                 user = refresh_for
@@ -299,8 +302,13 @@ class TokenServer:
         return 200, answer
 
 
+def _first(values: Mapping[str, list[str]], key: str) -> str | None:
+    found = values.get(key)
+    return found[0] if found else None
+
+
 def _given(form: Mapping[str, list[str]]) -> str:
-    return (form.get("refresh_token") or [""])[0]
+    return _first(form, "refresh_token") or ""
 
 
 def _basic(authorization: str | None) -> tuple[str | None, str | None]:
