@@ -64,7 +64,8 @@ _shoal_valued() {
         drivers) valued=' --output -o ' ;;
         free) valued=' --remote --output -o ' ;;
         'image list') valued=' --out --output -o ' ;;
-        'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --output -o ' ;;
+        'image prune') valued=' --older-than --out --output -o ' ;;
+        'image pull') valued=' --sum --name --version --tag --out --user --lock-timeout --platform --output -o ' ;;
         'image rm') valued=' --out --output -o ' ;;
         'ledger copy') valued=' --to --output ' ;;
         'ledger migrate') valued=' --output ' ;;
@@ -116,7 +117,7 @@ _shoal() {
             alloc:--driver|alloc:-d|free:--remote|status:--remote|status:--driver|status:-d) _shoal_words 'aws azure container docker ec2 gce gcp kubernetes podman process test'; _shoal_reply < <(_shoal_values drivers) ;;
             alloc:--provider|alloc:-p|'catalog export:--provider'|'catalog export:-p'|offers:--provider|offers:-p|pricing:--provider|pricing:-p|regions:--provider|regions:-p|resources:--provider|resources:-p|types:--provider|types:-p) _shoal_words 'aws azure gcp kubernetes local' ;;
             alloc:--output|'ledger copy:--output'|'ledger migrate:--output') _shoal_words 'table json yaml' ;;
-            'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|offers:--output|offers:-o|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;
+            'catalog import:--output'|'catalog import:-o'|'catalog status:--output'|'catalog status:-o'|'config show:--output'|'config show:-o'|drivers:--output|drivers:-o|free:--output|free:-o|'image list:--output'|'image list:-o'|'image prune:--output'|'image prune:-o'|'image pull:--output'|'image pull:-o'|'image rm:--output'|'image rm:-o'|offers:--output|offers:-o|pricing:--output|pricing:-o|regions:--output|regions:-o|resources:--output|resources:-o|status:--output|status:-o|types:--output|types:-o|wait:--output|wait:-o) _shoal_words 'table wide json yaml name' ;;
             offers:--market) _shoal_words 'on-demand spot any' ;;
             offers:--arch) _shoal_words 'x86_64 arm64' ;;
             offers:--sort) _shoal_words 'total gpu-hour fit' ;;
@@ -132,7 +133,6 @@ _shoal() {
             alloc) ((npos == 0)) && return 0 ;;
             'catalog import') return 0 ;;
             free) _shoal_reply < <(_shoal_values ids) ;;
-            'image rm') ((npos == 0)) && _shoal_reply < <(_shoal_values images) ;;
             logs) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
@@ -140,7 +140,7 @@ _shoal() {
             '') _shoal_words 'alloc catalog completion config drivers free image ledger logs offers pricing regions resources status task types version wait' ;;
             catalog) _shoal_words 'export import status' ;;
             config) _shoal_words 'check show' ;;
-            image) _shoal_words 'list pull rm' ;;
+            image) _shoal_words 'list prune pull rm' ;;
             ledger) _shoal_words 'copy migrate' ;;
         esac
         ((${#COMPREPLY[@]})) && return 0
@@ -156,7 +156,8 @@ _shoal() {
         drivers) _shoal_words '--json --output -o --no-headers --quiet -q --help -h' ;;
         free) _shoal_words '--expired --remote --json --output -o --help -h' ;;
         'image list') _shoal_words '--out --json --output -o --no-headers --quiet -q --help -h' ;;
-        'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --json --output -o --help -h' ;;
+        'image prune') _shoal_words '--older-than --out --json --output -o --help -h' ;;
+        'image pull') _shoal_words '--sum --name --version --tag --out --user --password-stdin --force --lock-timeout --platform --json --output -o --help -h' ;;
         'image rm') _shoal_words '--out --json --output -o --help -h' ;;
         'ledger copy') _shoal_words '--to --json --output --help -h' ;;
         'ledger migrate') _shoal_words '--json --output --help -h' ;;

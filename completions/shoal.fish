@@ -102,8 +102,10 @@ function __shoal_state --description 'command path, positionals, --home/--config
                 set valued --remote --output -o
             case "image list"
                 set valued --out --output -o
+            case "image prune"
+                set valued --older-than --out --output -o
             case "image pull"
-                set valued --sum --name --version --tag --out --user --lock-timeout --output -o
+                set valued --sum --name --version --tag --out --user --lock-timeout --platform --output -o
             case "image rm"
                 set valued --out --output -o
             case "ledger copy"
@@ -143,7 +145,7 @@ complete -c shoal -n '__shoal_is ""' -a completion -d 'Print a shell\'s completi
 complete -c shoal -n '__shoal_is ""' -a config -d 'Show what shoal would use, or check the config file'
 complete -c shoal -n '__shoal_is ""' -a drivers -d 'List the driver instances (name/instance) to allocate on'
 complete -c shoal -n '__shoal_is ""' -a free -d 'Free allocations and record each; freeing twice is harmless'
-complete -c shoal -n '__shoal_is ""' -a image -d 'Pull, list and remove images (unpacked archives)'
+complete -c shoal -n '__shoal_is ""' -a image -d 'Pull, list and remove images (from registries, URLs and files)'
 complete -c shoal -n '__shoal_is ""' -a ledger -d 'Migrate the ledger\'s schema, or copy this one to PostgreSQL'
 complete -c shoal -n '__shoal_is ""' -a logs -d 'Print a workload\'s output, or follow it as it comes'
 complete -c shoal -n '__shoal_is ""' -a offers -d 'Show where GPUs, vCPUs and memory fit cheapest right now'
@@ -227,31 +229,37 @@ complete -c shoal -n '__shoal_is free' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is free' -f -a '(__shoal_values ids)' -d 'allocation'
 complete -c shoal -n '__shoal_is image' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is image' -a list -d 'List the images in the images dir'
-complete -c shoal -n '__shoal_is image' -a pull -d 'Download, verify and unpack an image into OUT/NAME-VERSION/'
+complete -c shoal -n '__shoal_is image' -a prune -d 'Remove unused registry images and blobs'
+complete -c shoal -n '__shoal_is image' -a pull -d 'Pull an image from a registry, a URL or a file'
 complete -c shoal -n '__shoal_is image' -a rm -d 'Remove an image (waits for a pull of it in progress)'
-complete -c shoal -n '__shoal_is "image list"' -l out -r -F -d 'Images dir (default: the data dir\'s images/)'
+complete -c shoal -n '__shoal_is "image list"' -l out -r -F -d 'Images dir (default: SHOAL_IMAGE_DIR, the config\'s [image] dir, else the data dir\'s images/)'
 complete -c shoal -n '__shoal_is "image list"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is "image list"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image list"' -l no-headers -d 'Tables without their header line (for awk, cut)'
 complete -c shoal -n '__shoal_is "image list"' -l quiet -s q -d 'Only ids, one per line (as -o name)'
 complete -c shoal -n '__shoal_is "image list"' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_is "image prune"' -l older-than -r -d 'Also remove registry images not pulled or used for this long (7d, 12h, 30m)'
+complete -c shoal -n '__shoal_is "image prune"' -l out -r -F -d 'Images dir (default: SHOAL_IMAGE_DIR, the config\'s [image] dir, else the data dir\'s images/)'
+complete -c shoal -n '__shoal_is "image prune"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
+complete -c shoal -n '__shoal_is "image prune"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
+complete -c shoal -n '__shoal_is "image prune"' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is "image pull"' -l sum -r -d 'Expected checksum ALGO:HEX (sha256, sha512; md5, sha1 warn)'
 complete -c shoal -n '__shoal_is "image pull"' -l name -r -d 'Image name (default: from the file name, up to the last \'-\')'
 complete -c shoal -n '__shoal_is "image pull"' -l version -r -d 'Image version (default: from the file name, after the last \'-\')'
 complete -c shoal -n '__shoal_is "image pull"' -l tag -r -d 'Free-form tag recorded with the image'
-complete -c shoal -n '__shoal_is "image pull"' -l out -r -F -d 'Images dir (default: the data dir\'s images/)'
+complete -c shoal -n '__shoal_is "image pull"' -l out -r -F -d 'Images dir (default: SHOAL_IMAGE_DIR, the config\'s [image] dir, else the data dir\'s images/)'
 complete -c shoal -n '__shoal_is "image pull"' -l user -r -d 'Basic-auth user (sent to the URL\'s host only)'
 complete -c shoal -n '__shoal_is "image pull"' -l password-stdin -d 'Read the password from stdin (or set SHOAL_IMAGE_PASSWORD, or use ~/.netrc)'
 complete -c shoal -n '__shoal_is "image pull"' -l force -d 'Pull again even if the image is in place'
 complete -c shoal -n '__shoal_is "image pull"' -l lock-timeout -r -d 'Seconds to wait for another pull of the same image (default 600)'
+complete -c shoal -n '__shoal_is "image pull"' -l platform -r -d 'OS/ARCH[/VARIANT] of a registry image\'s index to pull (default: this machine\'s, e.g. linux/amd64)'
 complete -c shoal -n '__shoal_is "image pull"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is "image pull"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image pull"' -l help -s h -d 'Show help and exit'
-complete -c shoal -n '__shoal_is "image rm"' -l out -r -F -d 'Images dir (default: the data dir\'s images/)'
+complete -c shoal -n '__shoal_is "image rm"' -l out -r -F -d 'Images dir (default: SHOAL_IMAGE_DIR, the config\'s [image] dir, else the data dir\'s images/)'
 complete -c shoal -n '__shoal_is "image rm"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is "image rm"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image rm"' -l help -s h -d 'Show help and exit'
-complete -c shoal -n '__shoal_at "image rm" 0' -f -a '(__shoal_values images)' -d 'image'
 complete -c shoal -n '__shoal_is ledger' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is ledger' -a copy -d 'Copy this machine\'s SQLite ledger into a team ledger'
 complete -c shoal -n '__shoal_is ledger' -a migrate -d 'Create or upgrade the configured ledger\'s schema'

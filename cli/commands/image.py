@@ -10,16 +10,17 @@ from cli import output, tables
 from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
 from cli.progress import byte_progress, human_bytes, rate
 from cli.state import state
-from providers.core.env import ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
+from providers.core.env import ENV_IMAGE_DIR, ENV_IMAGE_PASSWORD, ENV_IMAGE_USER
 
 app = typer.Typer(
-    help="""Pull, list and remove images (unpacked archives).
+    help="""Pull, list and remove images (from registries, URLs and files).
 
-    They live in the images dir: the config's [image] dir, else the data dir's images/
-    (`shoal config` shows which); --out picks another.
+    They live in the images dir: SHOAL_IMAGE_DIR, the config's [image] dir, else the data
+    dir's images/ (`shoal config` shows which); --out picks another.
 
     \b
     Examples:
+      shoal image pull ghcr.io/acme/build-env:3.2
       shoal image pull https://example.com/images/ubuntu-base-22.04.tar.xz
       shoal image list
       shoal image rm ubuntu-base-22.04
@@ -28,7 +29,12 @@ app = typer.Typer(
 )
 
 OutOpt = Annotated[
-    Path | None, typer.Option("--out", help="Images dir (default: the data dir's images/).")
+    Path | None,
+    typer.Option(
+        "--out",
+        help=f"Images dir (default: {ENV_IMAGE_DIR}, the config's [image] dir, else the data "
+        "dir's images/).",
+    ),
 ]
 
 
@@ -43,7 +49,13 @@ def _images_dir(ctx: typer.Context, out: Path | None) -> tuple[Path, dict[str, A
 def pull(
     ctx: typer.Context,
     url: Annotated[
-        str, typer.Argument(help="http(s) URL of a tar archive (.tar, .gz, .xz, .zst, .bz2).")
+        str,
+        typer.Argument(
+            metavar="SOURCE",
+            help="A registry image (NAME[:TAG], NAME@sha256:..., REGISTRY[:PORT]/PATH:TAG, "
+            "docker://REF), an http(s) URL of a tar archive (.tar, .gz, .xz, .zst, .bz2), or "
+            "a local archive (a path, file:///PATH).",
+        ),
     ],
     sum_: Annotated[
         str,
@@ -87,24 +99,43 @@ def pull(
             help="Seconds to wait for another pull of the same image (default 600).",
         ),
     ] = None,
+    platform: Annotated[
+        str,
+        typer.Option(
+            "--platform",
+            help="OS/ARCH[/VARIANT] of a registry image's index to pull (default: this "
+            "machine's, e.g. linux/amd64).",
+        ),
+    ] = "",
     as_json: JsonOpt = False,
     output_format: OutputOpt = None,
 ) -> None:
-    """Download, verify and unpack an image into OUT/NAME-VERSION/.
+    """Pull an image from a registry, a URL or a file.
 
-    The archive is streamed, checked against --sum and unpacked; NAME and VERSION come
-    from the file name (ubuntu-base-22.04.tar.xz) unless --name and --version say.
+    A registry image (as docker names it) is pulled for --platform, each blob verified
+    against its digest and kept once by digest, its layers applied into OUT/oci/sha256-HEX/
+    rootfs with its config beside it. An archive (URL or file) is streamed, checked against
+    --sum and unpacked into OUT/NAME-VERSION/; NAME and VERSION come from the file name
+    (ubuntu-base-22.04.tar.xz) unless --name and --version say.
 
     \b
     Examples:
+      shoal image pull ghcr.io/acme/build-env:3.2 --platform linux/arm64
       shoal image pull https://example.com/images/ubuntu-base-22.04.tar.xz
-      shoal image pull https://example.com/base.tar.zst --name base --version 1
       shoal image pull "$URL" --sum "sha256:$DIGEST" --out /srv/images
       shoal image pull "$URL" --user ci --password-stdin < token.txt
     """
     as_json = output.select(as_json, output_format)
     import os
 
+    from drivers.image.registry.reference import looks_like_reference
+
+    if looks_like_reference(url):
+        _pull_registry(
+            ctx, url, platform=platform, out=out, user=user, password_stdin=password_stdin,
+            force=force, lock_timeout=lock_timeout, as_json=as_json,
+        )  # fmt: skip
+        return
     from drivers.image import credentials
     from drivers.image.filesource import local_path
     from drivers.image.pull import PullOptions
@@ -198,20 +229,20 @@ def list_(
             "Name",
             "Version",
             "Tag",
-            "Unpacked bytes",
+            "Size",
             "Age",
-            Col("Checksum", below=True),
-            *(["Pulled (UTC)"] if wide else []),
+            Col("Digest", below=True),
+            *(["Platform", "Pulled (UTC)"] if wide else []),
         ],
         [
             [
                 i["name"],
-                i["version"],
+                i["version"] or None,
                 i["tag"] or None,
-                i["bytes_unpacked"],
+                human_bytes(i["bytes_unpacked"]) if i["bytes_unpacked"] is not None else None,
                 age(i["pulled"], now),
-                i["checksum"] or None,
-                *([i["pulled"]] if wide else []),
+                i["digest"] or None,
+                *([i["platform"], i["pulled"]] if wide else []),
             ]
             for i in images
         ],
@@ -224,7 +255,10 @@ def rm(
     image: Annotated[
         str,
         typer.Argument(
-            metavar="NAME-VERSION", help="The image to remove, as `shoal image list` names it."
+            metavar="IMAGE",
+            help="The image to remove: NAME-VERSION (an archive), or a registry image's "
+            "reference or digest (sha256:..., or 12+ hex digits of it), as `shoal image list` "
+            "names it.",
         ),
     ],
     out: OutOpt = None,
@@ -233,19 +267,156 @@ def rm(
 ) -> None:
     """Remove an image (waits for a pull of it in progress).
 
+    A registry image's blobs stay for other images that share them; `image prune` removes
+    the ones nothing uses.
+
     \b
     Examples:
       shoal image rm ubuntu-base-22.04
       shoal image rm base-1 --out /srv/images --json
+      shoal image rm ghcr.io/acme/build-env:3.2
     """
     as_json = output.select(as_json, output_format)
     from drivers.image.pull import PullOptions
-    from drivers.image.store import remove_image
+    from drivers.image.store import remove_any
 
     out_dir, config = _images_dir(ctx, out)
     opts = PullOptions.from_config(config, out_dir)
-    path = remove_image(out_dir, image, opts.lock_timeout_seconds)
+    removed = remove_any(out_dir, image, opts.lock_timeout_seconds)
     if as_json:
-        output.emit_json({"removed": path})
+        # One path, as always; a reference pulled for several platforms names the others.
+        output.emit_json({"removed": removed[0], **({"also": removed[1:]} if removed[1:] else {})})
     else:
-        output.message(f"removed {path}")
+        for path in removed:
+            output.message(f"removed {path}")
+
+
+@app.command("prune")
+def prune(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Also remove registry images not pulled or used for this long (7d, 12h, 30m).",
+        ),
+    ] = None,
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
+    output_format: OutputOpt = None,
+) -> None:
+    """Remove unused registry images and blobs.
+
+    Registry images no reference names any more, blobs no image uses, and what interrupted
+    pulls left (a pull in progress keeps its own).
+
+    \b
+    Examples:
+      shoal image prune
+      shoal image prune --older-than 7d
+    """
+    as_json = output.select(as_json, output_format)
+    from drivers.image.pull import PullOptions
+    from drivers.image.registry.images import prune as do_prune
+
+    seconds = None
+    if older_than is not None:
+        from providers.core.timeutil import parse_duration
+
+        seconds = parse_duration(older_than, "--older-than").total_seconds()
+    out_dir, config = _images_dir(ctx, out)
+    opts = PullOptions.from_config(config, out_dir)
+    done = do_prune(out_dir, seconds, opts.lock_timeout_seconds)
+    if as_json:
+        output.emit_json(done)
+        return
+    output.message(
+        f"removed {len(done['images'])} image(s) and {len(done['blobs'])} unused blob(s) "
+        f"from {out_dir}"
+    )
+
+
+def _pull_registry(
+    ctx: typer.Context,
+    source: str,
+    *,
+    platform: str,
+    out: Path | None,
+    user: str | None,
+    password_stdin: bool,
+    force: bool,
+    lock_timeout: float | None,
+    as_json: bool,
+) -> None:
+    """`image pull REF`: drivers.image.registry does the work; this reads the flags,
+    shows progress and prints the result."""
+    import os
+
+    from drivers.image.extractor import Caps
+    from drivers.image.pull import PullOptions
+    from drivers.image.registry.client import RegistryClient
+    from drivers.image.registry.credentials import find_credential
+    from drivers.image.registry.pull import Progress, pull_reference
+    from drivers.image.registry.reference import parse_reference
+
+    ref = parse_reference(source)
+    out_dir, config = _images_dir(ctx, out)
+    opts = PullOptions.from_config(config, out_dir, force=force, warn=output.warn)
+    if lock_timeout is not None:
+        opts.lock_timeout_seconds = lock_timeout
+    password = sys.stdin.readline().rstrip("\r\n") if password_stdin else None
+    credential = find_credential(
+        ref.registry, ref.repository, env=os.environ, home=Path.home(), user=user,
+        password=password,
+    )  # fmt: skip
+    def retrying(seconds: float) -> None:
+        if not as_json:
+            output.message(
+                f"pulling {ref.familiar}: the registry asks to wait; retrying in {seconds:.0f}s"
+            )
+
+    client = RegistryClient(
+        ref, credential, insecure=set(config.get("insecure_registries") or ()),
+        policy=opts.policy, on_retry=retrying,
+    )  # fmt: skip
+    with byte_progress(ref.familiar, log_lines=not as_json) as shown:
+        done = [0, 0]  # bytes so far, total
+
+        def on_bytes(n: int) -> None:
+            done[0] += n
+            shown.update(done[0], done[1] or None)
+
+        def on_total(n: int) -> None:
+            done[1] = n
+
+        def on_wait(what: str, waited: float) -> None:
+            if not as_json and int(waited * 5) % 25 == 0:  # every 5 s of waiting
+                output.message(f"pulling {ref.familiar}: {what}: waiting for another pull of it")
+
+        def on_resume(what: str, at: int) -> None:
+            if not as_json:
+                output.message(f"pulling {ref.familiar}: {what}: resuming at {human_bytes(at)}")
+
+        result = pull_reference(
+            ref, client, out_dir, platform or None,
+            Caps(opts.max_unpacked_bytes, opts.max_entries), force=force,
+            lock_timeout=opts.lock_timeout_seconds,
+            progress=Progress(
+                on_bytes=on_bytes, on_total=on_total, on_wait=on_wait, on_resume=on_resume
+            ),
+        )  # fmt: skip
+    if as_json:
+        output.emit_json(result.to_json())
+        return
+    sys.stdout.write(f"{result.path}\n")
+    if result.cached:
+        output.message(f"{result.reference}: already in place ({result.digest})")
+        return
+    from providers.core.timeutil import human_duration
+
+    got, took = result.bytes_downloaded, result.seconds
+    output.message(
+        f"pulled {result.reference} ({result.platform}): {human_bytes(got)} in "
+        f"{human_duration(took, style='clock')} ({rate(got, took)}), {result.layers} layers "
+        f"verified, unpacked {human_bytes(result.bytes_unpacked)}; {result.digest}"
+    )

@@ -1,7 +1,8 @@
 """The `container` driver (aliases `docker`, `podman`): each allocation is a real container
 with hard CPU and memory limits, run by a Docker-compatible engine over its API.
 
-Images: `-o image=NAME` is an image the engine has or an unpacked image dir (images.py).
+Images: `-o image=NAME` is an image the engine has, a registry image it lacks and pulls
+with the credential shoal finds (pull.py), or an unpacked image dir (images.py).
 Limits: `--cpu` becomes NanoCpus, `--ram` the memory limit (swap off); metadata and
 `-o env={...}` the environment. `-o network=none|nat` (default nat); a MAC address is
 generated. Labels mark the container as shoal's with its allocation id.
@@ -11,9 +12,9 @@ and the node's usage (every local driver's) is subtracted, as the spec's local d
 a remote engine (DOCKER_HOST=tcp://...) is counted by its own holdings only.
 
 This module is the driver itself: config, definitions, capacity, allocate, status, finish,
-deallocate and the engine-wide listing. Images are in images.py; the deadline supervisor
-and outcomes in outcome.py; logs are the engine client's (engine.py); the snapshot and export
-tasks in tasks.py.
+deallocate and the engine-wide listing. Images are in images.py and pull.py; the deadline
+supervisor and outcomes in outcome.py; logs are the engine client's (engine.py); the snapshot
+and export tasks in tasks.py.
 """
 
 from __future__ import annotations
@@ -246,14 +247,7 @@ class ContainerDriver:
             body["NetworkingConfig"] = {"EndpointsConfig": {endpoint: {"MacAddress": mac}}}
         if opts.entry:
             body["Cmd"] = opts.entry
-        try:
-            cid = engine.create(name, body)
-        except NotFoundError:
-            # The engine's 404 is the image check (no request of its own before the create);
-            # what else was missing is said as the engine said it.
-            if not engine.image_exists(image):
-                raise missing_image(opts.image) from None
-            raise
+        cid = self._create(engine, name, body, image, opts.image)
         try:
             engine.start(cid)
             seen = engine.inspect(cid)
@@ -282,6 +276,29 @@ class ContainerDriver:
             ip_addr=ip,
             metadata=meta,
         )
+
+    def _create(
+        self, engine: Engine, name: str, body: dict[str, Any], image: str, wanted: str
+    ) -> str:
+        """The container, made; a registry image the engine lacks is pulled first (as
+        `docker run` does), through the engine with the credential shoal finds (pull.py)."""
+        try:
+            return engine.create(name, body)
+        except NotFoundError:
+            # The engine's 404 is the image check (no request of its own before the create);
+            # what else was missing is said as the engine said it.
+            if engine.image_exists(image):
+                raise
+        from drivers.container.pull import pull_missing
+
+        if not pull_missing(engine, self._settings, image, wanted):
+            raise missing_image(wanted)
+        try:
+            return engine.create(name, body)
+        except NotFoundError:
+            if not engine.image_exists(image):
+                raise missing_image(wanted) from None
+            raise
 
     def cid(self, res: Resource) -> str:
         meta = res.metadata or {}

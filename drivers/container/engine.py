@@ -8,8 +8,8 @@ every HTTP client here is told, providers.core.http.policy): no engine answering
 the socket named), a socket we may not open is 77, a missing image or container 1. A
 malformed tcp:// address is a usage error at once (2), not a crash at the first request.
 Each request is made once, on a connection of its own (an upload cannot be sent twice, and a
-POST that may have been carried out is never repeated). The engine API carries no credential
-here (no registry auth: images come from `shoal image pull` or are already the engine's).
+POST that may have been carried out is never repeated). A registry credential rides only in
+a pull's X-Registry-Auth header (pull.py), never in a message: nothing here logs a request.
 
 Why not the shared httpx client (providers.core.http.client): each shoal command that speaks
 to the engine is a process of its own, and importing httpx with its transport (httpcore, and

@@ -17,3 +17,8 @@ class ImageSection(Strict):
     backoff_seconds: Positive | None = Field(None, description="doubles per retry")
     read_timeout_seconds: Positive | None = Field(None, description="a longer stall is a drop")
     lock_timeout_seconds: Positive | None = Field(None, description="wait for another pull")
+    insecure_registries: list[str] | None = Field(
+        None,
+        description="registries (host or host:port) that may be spoken to over plain HTTP; "
+        "loopback ones always may",
+    )

@@ -69,13 +69,14 @@ class PullOptions:
             "read_timeout_seconds",
             "lock_timeout_seconds",
             "dir",
+            "insecure_registries",
         }
         for key, value in config.items():
             if key not in known:
                 raise ConfigError(
                     f"config [image] has unknown key {key!r}; known: {', '.join(sorted(known))}"
                 )
-            if key != "dir" and (
+            if key not in ("dir", "insecure_registries") and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
             ):
                 raise ConfigError(f"config [image].{key} must be a number > 0, got {value!r}")

@@ -29,17 +29,65 @@ def image_settings(settings: Settings) -> dict[str, Any]:
 
 
 def images_dir(settings: Settings) -> Path:
-    """`[image] dir` from the config, else DATA/images."""
+    """SHOAL_IMAGE_DIR, else `[image] dir` from the config, else DATA/images."""
+    from providers.core.env import ENV_IMAGE_DIR
+
+    given = settings.env.get(ENV_IMAGE_DIR)
+    if given:
+        return Path(given).expanduser()
     configured = image_settings(settings).get("dir")
     return Path(configured).expanduser() if configured else settings.paths.data_dir / "images"
 
 
+# The registry images' and the blob store's directories (drivers.image.registry).
+REGISTRY_DIRS = ("oci", "blobs")
+
+
 def list_images(out_dir: Path) -> list[dict[str, Any]]:
+    """Every image: the archives (OUT/NAME-VERSION) and the registry images (OUT/oci), as
+    one kind of item (`kind` says which; `digest` is a registry image's manifest digest or
+    an archive's checksum)."""
+    return [*_archives(out_dir), *_registry_images(out_dir)]
+
+
+def _registry_images(out_dir: Path) -> list[dict[str, Any]]:
+    if not (out_dir / "oci").is_dir():
+        return []
+    from drivers.image.registry import images
+
+    out = []
+    for item in images.list_images(out_dir):
+        refs = item["references"] or [f"(untagged {item['digest'][:19]})"]
+        for ref in refs:
+            name, _, tag = ref.rpartition(":") if "@" not in ref else (ref, "", "")
+            if "/" in tag:  # a registry's port, not a tag: `host:5000/name`
+                name, tag = ref, ""
+            out.append(
+                {
+                    "name": name or ref,
+                    "version": tag,
+                    "path": item["path"],
+                    "tag": "",
+                    "checksum": item["digest"],
+                    "bytes_unpacked": item["bytes_unpacked"],
+                    "pulled": item["pulled"],
+                    "url": f"docker://{ref}",
+                    "kind": "registry",
+                    "digest": item["digest"],
+                    "platform": item["platform"],
+                    "reference": ref,
+                    "config": item["config"],
+                }
+            )
+    return out
+
+
+def _archives(out_dir: Path) -> list[dict[str, Any]]:
     if not out_dir.is_dir():
         return []
     images = []
     for entry in sorted(out_dir.iterdir()):
-        if entry.name.startswith(".") or not entry.is_dir():
+        if entry.name.startswith(".") or not entry.is_dir() or entry.name in REGISTRY_DIRS:
             continue
         name, _, version = entry.name.rpartition("-")
         meta: dict[str, Any] = {}
@@ -58,9 +106,29 @@ def list_images(out_dir: Path) -> list[dict[str, Any]]:
                 "bytes_unpacked": meta.get("bytes_unpacked"),
                 "pulled": meta.get("pulled"),
                 "url": meta.get("url", ""),
+                "kind": "archive",
+                "digest": meta.get("checksum", ""),
+                "platform": None,
+                "reference": None,
+                "config": None,
             }
         )
     return images
+
+
+def remove_any(out_dir: Path, what: str, lock_timeout: float) -> list[str]:
+    """Remove an archive image (NAME-VERSION) or the registry images `what` names (a
+    reference as pulled, a digest); the paths removed."""
+    if (out_dir / what).is_dir() and what not in REGISTRY_DIRS and not what.startswith("."):
+        return [remove_image(out_dir, what, lock_timeout)]
+    from drivers.image.registry import images
+
+    if (out_dir / "oci").is_dir() and images.find(out_dir, what):
+        return [
+            str(images.image_dir(out_dir, digest) / images.ROOTFS)
+            for digest in images.remove(out_dir, what, lock_timeout)
+        ]
+    return [remove_image(out_dir, what, lock_timeout)]  # says what is wrong with the name
 
 
 def remove_image(out_dir: Path, dirname: str, lock_timeout: float) -> str:

@@ -103,7 +103,10 @@ def _ledger_item(settings: Settings, home: str) -> SetupItem:
 
 def _images_source(settings: Settings, home: str) -> str:
     from drivers.image.store import image_settings
+    from providers.core.env import ENV_IMAGE_DIR
 
+    if settings.env.get(ENV_IMAGE_DIR):
+        return ENV_IMAGE_DIR
     return "config [image] dir" if image_settings(settings).get("dir") else home
 
 

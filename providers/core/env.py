@@ -9,6 +9,7 @@ ENV_NO_COLOR = "NO_COLOR"
 ENV_DEBUG = "SHOAL_DEBUG"
 ENV_IMAGE_USER = "SHOAL_IMAGE_USER"
 ENV_IMAGE_PASSWORD = "SHOAL_IMAGE_PASSWORD"
+ENV_IMAGE_DIR = "SHOAL_IMAGE_DIR"  # the images dir, before the config's [image] dir
 # The ledger on PostgreSQL: a postgresql:// URL, before the config's [ledger] url; set but
 # empty, the SQLite ledger whatever the config says (drivers/ledger/url.py).
 ENV_LEDGER_URL = "SHOAL_LEDGER_URL"

@@ -95,7 +95,7 @@ def test_bash_completes_subcommands_options_and_values(env: dict[str, str]) -> N
         "local",
     ]
     # A group offers its subcommands; its options come with a dash.
-    assert bash_complete("shoal image ", env) == ["list", "pull", "rm"]
+    assert bash_complete("shoal image ", env) == ["list", "prune", "pull", "rm"]
     assert bash_complete("shoal image -", env) == ["--help", "-h"]
     assert "--sum" in bash_complete("shoal image pull --s", env)
     assert bash_complete("shoal catalog export --prov", env) == ["--provider"]
@@ -136,7 +136,7 @@ def test_fish_completes_subcommands_options_and_values(env: dict[str, str]) -> N
         "kubernetes",
         "local",
     ]
-    assert list(fish_complete("shoal image ", env)) == ["list", "pull", "rm"]
+    assert list(fish_complete("shoal image ", env)) == ["list", "prune", "pull", "rm"]
     assert "--sum" in fish_complete("shoal image pull --s", env)
 
 

@@ -9,6 +9,8 @@ of layers one tree (the OCI image spec's "Applying Changesets"):
   the whiteout itself is not written.
 - `DIR/.wh..wh..opq` (an opaque directory) hides every entry of `DIR` from the layers below;
   what this layer adds to `DIR` stays, wherever it comes in the stream.
+- An absolute symbolic link means the image's root (`/etc/alternatives/x -> /usr/bin/x`):
+  kept as written, checked as that path from the root.
 - An entry of a lower layer is replaced by one of another kind (a directory by a file, a
   file by a directory); inside one layer the archive rules stand (a member may not replace
   a directory of its own layer).
@@ -23,8 +25,8 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from drivers.image.extractor import Caps, Extractor, safe_parts
-from drivers.image.tarstream import DIRECTORY, Member, TarStream, UnsafeArchiveError
+from drivers.image.extractor import Caps, Extractor, link_target_parts, safe_parts
+from drivers.image.tarstream import DIRECTORY, SYMLINK, Member, TarStream, UnsafeArchiveError
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -61,7 +63,27 @@ class LayerExtractor(Extractor):
         if parts:
             self._make_room(parts, member)
             self._mine.add(parts)
+        if member.kind == SYMLINK and member.linkname.startswith("/") and parts:
+            self._rooted_symlink(parts, member)
+            return
         super().add(member, tar)
+
+    def _rooted_symlink(self, parts: tuple[str, ...], member: Member) -> None:
+        """An absolute link is the image's own (`/etc/alternatives/x -> /usr/bin/x`): it
+        means its root, not the host's. Kept as written, checked as the path it names from
+        the root (no `..` above it); nothing is ever written through it (O_NOFOLLOW)."""
+        self._count(member)
+        if "\0" in member.linkname:
+            raise UnsafeArchiveError(f"unsafe archive: symlink {member.name!r} has a NUL")
+        link_target_parts((), member.linkname.lstrip("/"), member.name)
+        self._files.discard(parts)
+        parent = self._dir(parts[:-1], member.name)
+        self._create(
+            parent,
+            parts[-1],
+            member.name,
+            lambda: os.symlink(member.linkname, parts[-1], dir_fd=parent),
+        )
 
     # -- what a layer removes of the ones below ------------------------------------------
 

@@ -197,3 +197,14 @@ def test_a_whiteout_of_nothing_makes_nothing(tmp_path: Path) -> None:
     upper = layer(("f", "nope/deeper/.wh.x", ""), ("f", ".wh.b", ""))
     apply(tmp_path, layer(("f", "a", "1")), upper)
     assert tree(tmp_path) == {"a": "1"}
+
+
+def test_an_absolute_link_means_the_image_root_and_may_not_climb_above_it(
+    tmp_path: Path,
+) -> None:
+    apply(tmp_path, layer(("f", "usr/bin/x", "x"), ("l", "etc/alternatives/x", "/usr/bin/x")))
+    assert os.readlink(tmp_path / "etc/alternatives/x") == "/usr/bin/x"  # kept as written
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(UnsafeArchiveError, match="leaves the image directory"):
+        apply(other, layer(("l", "etc/escape", "/../../etc/passwd")))
