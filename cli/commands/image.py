@@ -372,7 +372,8 @@ def _pull_registry(
     def retrying(seconds: float) -> None:
         if not as_json:
             output.message(
-                f"pulling {ref.familiar}: the registry asks to wait; retrying in {seconds:.0f}s"
+                f"pulling {ref.familiar}: retrying in {seconds:.1f}s (the registry asked to "
+                "wait, or the connection dropped)"
             )
 
     client = RegistryClient(
@@ -389,9 +390,18 @@ def _pull_registry(
         def on_total(n: int) -> None:
             done[1] = n
 
+        said = [-10.0]  # when the last waiting line was said (time.monotonic)
+
         def on_wait(what: str, waited: float) -> None:
-            if not as_json and int(waited * 5) % 25 == 0:  # every 5 s of waiting
-                output.message(f"pulling {ref.familiar}: {what}: waiting for another pull of it")
+            # At once, then every 5 s: a CI log shows a job waiting on another's pull.
+            import time
+
+            if not as_json and time.monotonic() - said[0] >= 5:
+                said[0] = time.monotonic()
+                output.message(
+                    f"pulling {ref.familiar}: waiting for another pull of {what} "
+                    f"({waited:.0f}s so far)"
+                )
 
         def on_resume(what: str, at: int) -> None:
             if not as_json:

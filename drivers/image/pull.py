@@ -133,8 +133,11 @@ class _Fetched:
 
 
 @contextlib.contextmanager
-def locked(lock_path: Path, timeout: float) -> Iterator[None]:
-    """An exclusive flock; the kernel drops it when its holder dies, so none is ever stale."""
+def locked(
+    lock_path: Path, timeout: float, on_wait: Callable[[float], None] | None = None
+) -> Iterator[None]:
+    """An exclusive flock; the kernel drops it when its holder dies, so none is ever stale.
+    `on_wait(seconds waited)` is told while another holds it."""
     try:
         # O_NOFOLLOW: in a shared images dir, a planted symlink must not be opened for us.
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
@@ -143,7 +146,8 @@ def locked(lock_path: Path, timeout: float) -> Iterator[None]:
             f"lock file {lock_path}: {exc.strerror}; remove it if it is a link"
         ) from None
     try:
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -154,6 +158,8 @@ def locked(lock_path: Path, timeout: float) -> Iterator[None]:
                         f"another shoal has held {lock_path.name} for {timeout:g}s "
                         "(pulling the same image); try again later"
                     ) from None
+                if on_wait is not None:
+                    on_wait(time.monotonic() - began)
                 time.sleep(0.05)
         yield
     finally:

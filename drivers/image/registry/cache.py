@@ -146,6 +146,12 @@ class BlobStore:
                 fd = -1
                 partial.unlink(missing_ok=True)
                 raise
+            except BaseException:
+                # What came is kept to resume; an empty partial is nothing to resume.
+                with contextlib.suppress(OSError):
+                    if os.fstat(fd).st_size == 0:
+                        partial.unlink()
+                raise
             finally:
                 if fd >= 0:
                     os.close(fd)

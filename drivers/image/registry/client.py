@@ -851,11 +851,18 @@ class RegistryClient:
         document = _document(raw, where)
         return Manifest(_media_type(content_type, document, where), raw, digest)
 
-    def resolve(self, ref: Reference | None = None, platform: str | None = None) -> Resolved:
+    def resolve(
+        self,
+        ref: Reference | None = None,
+        platform: str | None = None,
+        *,
+        load_config: Callable[[str, int], bytes] | None = None,
+    ) -> Resolved:
         """The image `ref` (the client's by default) names for `platform` (OS/ARCH[/VARIANT],
         default this machine's): an index narrowed to its best match, the manifest's config
-        and layers, the config fetched and verified. An image for another platform than the
-        one asked is a NotFoundError naming those it has."""
+        and layers, the config fetched and verified (through `load_config(digest, size)`
+        when given: a blob store that fetches it once for every pull). An image for another
+        platform than the one asked is a NotFoundError naming those it has."""
         ref = ref if ref is not None else self.ref
         if (ref.registry, ref.repository) != (self.ref.registry, self.ref.repository):
             raise ValueError(f"this client is for {self.ref.name}, not {ref.name}")
@@ -894,7 +901,15 @@ class RegistryClient:
             for n, item in enumerate(listed)
             for d in [_descriptor(item, f"{where}: the manifest's layers[{n}]")]
         ]
-        config_raw = self.blob_bytes(config["digest"], config["size"], limit=MAX_CONFIG_BYTES)
+        if config["size"] > MAX_CONFIG_BYTES:
+            raise ManifestError(
+                f"{where}: its config is {config['size']} bytes; more than the "
+                f"{MAX_CONFIG_BYTES} a config may have"
+            )
+        if load_config is not None:
+            config_raw = load_config(config["digest"], config["size"])
+        else:
+            config_raw = self.blob_bytes(config["digest"], config["size"])
         image = _document(config_raw, f"{where}: its config")
         actual = Platform(
             str(image.get("os") or ""),

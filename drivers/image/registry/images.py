@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +46,17 @@ def image_dir(images: Path, digest: str) -> Path:
 
 
 @contextlib.contextmanager
-def locked(images: Path, name: str, timeout: float) -> Iterator[None]:
+def locked(
+    images: Path,
+    name: str,
+    timeout: float,
+    on_wait: Callable[[float], None] | None = None,
+) -> Iterator[None]:
     from drivers.image.pull import locked as flocked
 
     root = oci_dir(images)
     root.mkdir(parents=True, exist_ok=True, mode=0o755)
-    with flocked(root / f".{name}.lock", timeout):
+    with flocked(root / f".{name}.lock", timeout, on_wait=on_wait):
         yield
 
 

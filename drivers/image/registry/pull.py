@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from drivers.image.registry import images as store
 from drivers.image.registry.cache import BlobStore
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from drivers.image.registry.reference import Reference
 
 LAYER_TYPES = ("tar", "tar+gzip", "tar+zstd")
+T = TypeVar("T")
 
 
 @dataclass
@@ -104,11 +105,27 @@ def pull_reference(
     progress = progress or Progress()
     started = time.monotonic()
     images.mkdir(parents=True, exist_ok=True, mode=0o755)
-    resolved = client.resolve(ref, platform)
+    blobs = BlobStore(images)
+
+    def load_config(config_digest: str, size: int) -> bytes:
+        # Through the blob store: eight pulls of one image fetch their config once.
+        blobs.fetch(
+            config_digest, size,
+            lambda offset: iter(client.open_blob(config_digest, offset, size=size)),
+            lock_timeout=lock_timeout,
+            on_wait=lambda waited: progress.on_wait("config", waited),
+        )  # fmt: skip
+        return b"".join(blobs.open_verified(config_digest, size))
+
+    resolved = _space(images, "fetching the image config", lambda: client.resolve(
+        ref, platform, load_config=load_config
+    ))  # fmt: skip
     digest = resolved.manifest_digest
     _, hexpart = split_digest(digest)
     shown = ref.shown
-    with store.locked(images, hexpart, lock_timeout):
+    with store.locked(
+        images, hexpart, lock_timeout, on_wait=lambda waited: progress.on_wait("it", waited)
+    ):
         meta = None if force else store.known(images, digest)
         if meta is not None:
             store.remember(images, shown, resolved.platform, digest, lock_timeout)
@@ -121,7 +138,6 @@ def pull_reference(
                 seconds=round(time.monotonic() - started, 3), cached=True,
                 image_config=_read_json(where / store.CONFIG),
             )  # fmt: skip
-        blobs = BlobStore(images)
         total = sum(layer.size for layer in resolved.layers)
         progress.on_total(total)
         downloaded = 0
@@ -150,11 +166,18 @@ def pull_reference(
                     f"{shown}: layer {n} is {layer.media_type}, which shoal cannot unpack "
                     "(tar, tar+gzip, tar+zstd)"
                 )
-            fetch(layer.digest, layer.size, f"layer {n}/{len(resolved.layers)}")
+            what = f"layer {n}/{len(resolved.layers)}"
+            _space(
+                images, f"fetching {what} (what came is kept to resume)",
+                lambda: fetch(layer.digest, layer.size, what),  # noqa: B023
+            )  # fmt: skip
         progress.on_step("unpacking")
         tmp = Path(tempfile.mkdtemp(prefix=f".sha256-{hexpart}.tmp-", dir=store.oci_dir(images)))
         try:
-            unpacked = _unpack(blobs, resolved.layers, tmp / store.ROOTFS, caps)
+            unpacked = _space(
+                images, "unpacking; nothing of the image was kept",
+                lambda: _unpack(blobs, resolved.layers, tmp / store.ROOTFS, caps),
+            )  # fmt: skip
             (tmp / store.CONFIG).write_bytes(resolved.config_raw)
             record = {
                 "digest": digest,
@@ -177,6 +200,21 @@ def pull_reference(
         layers=len(resolved.layers), bytes_downloaded=downloaded, bytes_unpacked=unpacked,
         seconds=round(time.monotonic() - started, 3), cached=False, image_config=image_config,
     )  # fmt: skip
+
+
+def _space(images: Path, doing: str, action: Callable[[], T]) -> T:
+    """`action`, a full disk (or quota) said in one line naming the dir and what to do."""
+    import errno
+
+    try:
+        return action()
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise ShoalError(
+            f"no space left in {images} while {doing}; free space, or remove what is not "
+            "used with `shoal image prune`"
+        ) from None
 
 
 def _unpack(blobs: BlobStore, layers: list[Any], root: Path, caps: Caps) -> int:
