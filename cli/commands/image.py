@@ -197,7 +197,7 @@ def list_(
 ) -> None:
     """List the images in the images dir.
 
-    -q (-o name) prints NAME-VERSION, as `image rm` takes it.
+    -q (-o name) prints what `image rm` takes: NAME-VERSION, or a registry image's reference.
 
     \b
     Examples:
@@ -213,7 +213,8 @@ def list_(
         output.emit_json(images)
         return
     if output.names():
-        output.emit_names(Path(i["path"]).name for i in images)
+        # What `image rm` takes: NAME-VERSION for an archive, the reference for a registry image.
+        output.emit_names(i["reference"] or Path(i["path"]).name for i in images)
         return
     from cli.render import age
     from cli.tables import Col

@@ -30,7 +30,18 @@ if TYPE_CHECKING:
     from drivers.image.registry.client import RegistryClient
     from drivers.image.registry.reference import Reference
 
-LAYER_TYPES = ("tar", "tar+gzip", "tar+zstd")
+# The layer media types shoal unpacks (the compression is read from the bytes themselves);
+# foreign and non-distributable layers live elsewhere than the registry and are refused.
+LAYER_TYPES = frozenset(
+    {
+        "application/vnd.oci.image.layer.v1.tar",
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+        "application/vnd.oci.image.layer.v1.tar+zstd",
+        "application/vnd.docker.image.rootfs.diff.tar",
+        "application/vnd.docker.image.rootfs.diff.tar.gzip",
+        "application/vnd.docker.image.rootfs.diff.tar.zstd",
+    }
+)
 T = TypeVar("T")
 
 
@@ -161,10 +172,10 @@ def pull_reference(
         # The config came with the manifest, checked against its digest (client.resolve).
         image_config = _parse_config(resolved.config_raw, resolved.config_digest)
         for n, layer in enumerate(resolved.layers, 1):
-            if not any(layer.media_type.endswith(kind) for kind in LAYER_TYPES):
+            if layer.media_type not in LAYER_TYPES:
                 raise ShoalError(
-                    f"{shown}: layer {n} is {layer.media_type}, which shoal cannot unpack "
-                    "(tar, tar+gzip, tar+zstd)"
+                    f"{shown}: layer {n} is {layer.media_type[:100]}, which shoal cannot "
+                    "unpack (OCI or Docker tar layers: plain, gzip, zstd)"
                 )
             what = f"layer {n}/{len(resolved.layers)}"
             _space(

@@ -141,3 +141,22 @@ def test_token_auth_and_tls(
     assert secure.exit_code == 0, secure.stderr
     untrusted = pull(cli, tls_ref, tmp_path / "other", "--force")
     assert untrusted.exit_code != 0
+
+
+def test_docker_schema_2_lists_and_manifests_and_the_listing(
+    cli: Cli, registry_plain: Registry, samples: Any, out: Path
+) -> None:
+    ref = samples.push(registry_plain, "app/docker:1", tag="multi-gzip", format="v2s2")
+    run = pull(cli, ref, out, "--platform", "linux/amd64")
+    assert run.exit_code == 0, run.stderr
+    wanted = samples.index_gzip.for_platform("linux/amd64")
+    assert shape(tree(Path(run.json()["path"]))) == shape(wanted.expected)
+    names = cli("image", "list", "--out", str(out), "-q")
+    assert names.stdout.split() == [ref]  # what `image rm` takes
+    table = cli("image", "list", "--out", str(out))
+    assert run.json()["digest"] in table.stdout and "app/docker" in table.stdout
+    assert cli("image", "rm", ref, "--out", str(out)).exit_code == 0
+    assert cli("image", "list", "--out", str(out), "--json").json() == []
+    pruned = cli("image", "prune", "--out", str(out), "--json")
+    assert pruned.exit_code == 0 and pruned.json()["blobs"]  # the layers nothing uses now
+    assert not [p for p in (out / "blobs" / "sha256").iterdir() if not p.name.startswith(".")]
