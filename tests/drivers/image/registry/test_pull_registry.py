@@ -103,6 +103,9 @@ def test_an_index_resolves_to_the_platform_asked(
     blobs = list((out / "blobs" / "sha256").glob("[0-9a-f]*"))
     assert len(blobs) == len({b.name for b in blobs})
     listed = cli("image", "list", "--out", str(out), "--json").json()
+    from tests.cli.test_json_schema import check_each
+
+    check_each(listed, "image")
     assert {i["digest"] for i in listed if i["kind"] == "registry"} == {
         arm.json()["digest"],
         amd.json()["digest"],
