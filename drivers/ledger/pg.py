@@ -302,6 +302,7 @@ class PgLedgerDb:
         server unreachable (69), credentials refused (77), else the server's reason."""
         import psycopg
 
+        _quiet_psycopg()
         params = dict(self._params)
         params.setdefault("connect_timeout", str(CONNECT_TIMEOUT_SECONDS))
         params.setdefault("application_name", self._application)
@@ -403,6 +404,18 @@ class PgLedgerDb:
                 f"{self.label}: a row holds what the ledger cannot read ({why})"
             )
         return ShoalError(f"{self.label}: {why}")
+
+
+def _quiet_psycopg() -> None:
+    """psycopg logs what it could not do while a Ctrl-C unwinds a transaction ("error
+    ignored in rollback ... another command is already in progress"): the server rolls back
+    whatever a closed session held, and stderr is for shoal's one line, not psycopg's."""
+    import logging
+
+    logger = logging.getLogger("psycopg")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
 
 
 def _ints_for_numeric(conn: psycopg.Connection[Any]) -> None:

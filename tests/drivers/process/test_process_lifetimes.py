@@ -118,7 +118,8 @@ def test_what_the_workload_left_behind_is_stopped_at_expiry_too(shoal: Shoal) ->
 
 
 def test_capacity_is_free_from_the_moment_of_expiry(shoal: Shoal) -> None:
-    made = alloc(shoal, "sleep 600", "--lifetime", "2s")
+    # Long enough for the next command to start on a loaded CI machine before it ends.
+    made = alloc(shoal, "sleep 600", "--lifetime", "5s")
     full = shoal("alloc", "--driver", "process", "--cpu", "1", "--ram", "1", "-o", "entry=sleep 1")
     assert full.returncode == 75, full.stderr
     wait_for(lambda: datetime.now(UTC) > due(made), "the expiry", timeout=30)
