@@ -377,9 +377,12 @@ def _pull_registry(
                 "wait, or the connection dropped)"
             )
 
+    from drivers.image.registry.images import known_scheme, remember_scheme
+
+    hint = known_scheme(out_dir, ref.registry)
     client = RegistryClient(
         ref, credential, insecure=set(config.get("insecure_registries") or ()),
-        policy=opts.policy, on_retry=retrying,
+        policy=opts.policy, on_retry=retrying, scheme=hint,
     )  # fmt: skip
     with byte_progress(ref.familiar, log_lines=not as_json) as shown:
         done = [0, 0]  # bytes so far, total
@@ -416,6 +419,8 @@ def _pull_registry(
                 on_bytes=on_bytes, on_total=on_total, on_wait=on_wait, on_resume=on_resume
             ),
         )  # fmt: skip
+    if client.scheme != hint:
+        remember_scheme(out_dir, ref.registry, client.scheme)
     if as_json:
         output.emit_json(result.to_json())
         return

@@ -99,6 +99,36 @@ def remember(images: Path, reference: str, platform: str, digest: str, timeout: 
         _write_json(record, meta)
 
 
+SCHEMES = "schemes.json"
+
+
+def known_scheme(images: Path, registry: str) -> str | None:
+    """How `registry` answered last time ("http" or "https"): a loopback or insecure
+    registry is otherwise tried over https first (a CA bundle and a failed handshake, ~40 ms
+    of every pull)."""
+    try:
+        found = json.loads((oci_dir(images) / SCHEMES).read_text())
+    except (OSError, ValueError):
+        return None
+    value = found.get(registry) if isinstance(found, dict) else None
+    return value if value in ("http", "https") else None
+
+
+def remember_scheme(images: Path, registry: str, scheme: str) -> None:
+    """Kept best-effort (last writer wins): a stale hint only costs the fallback the client
+    makes when the registry changed."""
+    path = oci_dir(images) / SCHEMES
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        found = {}
+    if not isinstance(found, dict) or found.get(registry) == scheme:
+        return
+    found[registry] = scheme
+    with contextlib.suppress(OSError):
+        _write_json(path, found)
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
