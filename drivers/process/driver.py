@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from drivers.definitions.fields import ENV, Command, Env, EnvName
 from drivers.definitions.options import (
@@ -100,13 +100,30 @@ INHERITED_PREFIXES = ("LC_",)
 
 
 class ProcessOptions(Strict):
-    entry: Annotated[Command, Field(min_length=1)] = Field(
-        description="the command to run: shell words or a list; e.g. --option entry='sleep 600'"
+    entry: Annotated[Command, Field(min_length=1)] | None = Field(
+        None,
+        description="the command to run: shell words or a list; e.g. --option entry='sleep "
+        "600' (with image: the arguments after its entrypoint, in place of its cmd)",
+    )
+    image: str | None = Field(
+        None,
+        description="run it in an image pulled with `shoal image pull` (a reference, an "
+        "archive's NAME-VERSION or a directory), as its config says: entrypoint, cmd, env, "
+        "working directory",
     )
     env: Env = Field({}, description=ENV)
     grace_seconds: NonNegative | None = Field(
         None, description="seconds from SIGTERM to SIGKILL on free; default: the instance's"
     )
+
+    @model_validator(mode="after")
+    def _something_to_run(self) -> ProcessOptions:
+        if self.entry is None and self.image is None:
+            raise ValueError(
+                "options.entry: required (the command to run; or options.image, an image to "
+                "run as its config says)"
+            )
+        return self
 
 
 def inherited_env(environ: Mapping[str, str], passthrough: list[str]) -> dict[str, str]:
@@ -187,12 +204,26 @@ class ProcessDriver:
         opts = self._options(definition)
         self.validate_metadata(metadata)
         env = inherited_env(os.environ, self.cfg.env_passthrough)
+        run = None
+        if opts.image is not None:
+            from drivers.process import image as image_run
+
+            run = image_run.plan(self._settings, opts.image, opts.entry)
+            env.update(run.env)  # the image's PATH and Env before the metadata and options
         for key, value in metadata.items():
             env[key] = value if isinstance(value, str) else json.dumps(value)
         env.update(opts.env)
         identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"process-{os.urandom(4).hex()}")
         workspace = self.workspace(identifier)
         workspace.mkdir(parents=True, mode=0o700)  # its output and files: the owner's alone
+        argv = list(opts.entry or [])
+        if run is not None:
+            try:
+                image_run.prepare(run, workspace)
+                argv = run.argv(workspace)
+            except BaseException:
+                shutil.rmtree(workspace, ignore_errors=True)
+                raise
         env["SHOAL_WORKSPACE"] = str(workspace)
         env[ALLOCATION_ID_KEY] = identifier  # marks the workload's processes as ours
         cpus = pick_cpus(self.root, definition.resources.cpu)
@@ -204,7 +235,7 @@ class ProcessDriver:
             {
                 "mode": "process",
                 "workspace": str(workspace),
-                "argv": opts.entry,
+                "argv": argv,
                 "env": env,
                 "cpus": cpus,
                 "ram_bytes": definition.resources.ram * 2**30,
@@ -220,7 +251,7 @@ class ProcessDriver:
             self._undo(identifier, workspace, supervisor)
             if answer.get("error") == "exec":
                 reason = answer.get("strerror") or f"errno {answer.get('errno')}"
-                raise UsageError(f"options.entry: cannot run {shown(opts.entry[0])}: {reason}")
+                raise UsageError(f"options.entry: cannot run {shown(argv[0])}: {reason}")
             if answer.get("error") == "limits":
                 raise ShoalError(
                     f"could not pin CPUs {cpus} or limit memory to {definition.resources.ram} "
