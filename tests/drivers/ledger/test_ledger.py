@@ -518,3 +518,11 @@ def test_the_listing_is_the_same_text_on_both_backends(ledger: Ledger) -> None:
     assert row.startswith(f'{{"id":"{alloc_id}","driver":"test/default","status":"ALLOCATING",')
     assert '"definition":{"driver":"test/default","resources":{"cpu":2,"ram":3}}' in row
     assert json.loads(row)["host"] == (None if not ledger.team else "host-a")
+
+
+@pytest.mark.sqlite_only  # a check of the code, once
+def test_the_team_ledgers_indexes_cover_the_same_rows_as_sqlites() -> None:
+    from drivers.ledger import pg
+    from drivers.ledger import store as S
+
+    assert (pg._NOT_ENDED, pg._EXPIRING) == (S.NOT_ENDED_SQL, S.EXPIRING_SQL)
