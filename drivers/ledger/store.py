@@ -69,7 +69,13 @@ EXPIRING_SQL = f"status IN {sql_in((ALLOCATED, GONE))} AND expires IS NOT NULL"
 # shoal (without EXITED) gets the new one beside it, never a query its index cannot serve.
 LIVE_INDEX = "allocations_live_2"
 EXPIRY_INDEX = "allocations_expiry"
+# Every capacity check sums the rows that hold capacity (`_usage`, `_spans`, `_holdings`):
+# from this index alone, never the rows with their JSON (100,000 live rows: 54 -> 20 ms for
+# the sum, 94 -> 57 ms for the spans).
+HOLDING_INDEX = "allocations_holding"
 INDEXES = {
+    HOLDING_INDEX: "ON allocations(is_remote, driver, expires, cpu, ram, multitenancy, "
+    f"cpu_overbook, ram_overbook, status, note, id) WHERE status IN {HOLDING_SQL}",
     LIVE_INDEX: "ON allocations(created, id, driver, status, cpu, ram, expires, updated, note) "
     f"WHERE status IN {NOT_ENDED_SQL}",
     EXPIRY_INDEX: f"ON allocations(expires) WHERE {EXPIRING_SQL}",

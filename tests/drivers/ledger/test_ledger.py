@@ -525,4 +525,26 @@ def test_the_team_ledgers_indexes_cover_the_same_rows_as_sqlites() -> None:
     from drivers.ledger import pg
     from drivers.ledger import store as S
 
-    assert (pg._NOT_ENDED, pg._EXPIRING) == (S.NOT_ENDED_SQL, S.EXPIRING_SQL)
+    assert (pg._NOT_ENDED, pg._EXPIRING, pg._HOLDING) == (
+        S.NOT_ENDED_SQL,
+        S.EXPIRING_SQL,
+        S.HOLDING_SQL,
+    )
+
+
+@pytest.mark.sqlite_only  # SQLite's query plan
+def test_the_capacity_sum_reads_the_holding_index_alone(ledger: Ledger) -> None:
+    from drivers.ledger import store as S
+
+    reserve(ledger)
+    plan = (
+        ledger._db.conn()
+        .execute(
+            "EXPLAIN QUERY PLAN SELECT COALESCE(SUM(cpu), 0), COUNT(*), MIN(multitenancy) "
+            f"FROM allocations WHERE {S.HOLDS_SQL} AND is_remote = 0"
+        )
+        .fetchall()
+    )
+    assert [step[-1] for step in plan] == [
+        f"SEARCH allocations USING COVERING INDEX {S.HOLDING_INDEX} (is_remote=?)"
+    ]
