@@ -130,10 +130,14 @@ def driver_instances(request: Request, paths: Paths) -> list[str]:
 
 
 def image_names(request: Request, paths: Paths) -> list[str]:
-    """NAME-VERSION directories of the images dir, as `shoal image list` finds them:
-    --out, else the config's [image] dir, else DATA/images."""
+    """What `image rm` takes, as `shoal image list` finds it: NAME-VERSION directories and
+    registry images by digest (`sha256-HEX`: a reference's ':' is no word a shell completes
+    safely), in --out, else SHOAL_IMAGE_DIR, else the config's [image] dir, else
+    DATA/images."""
     if request.out:
         directory = Path(os.path.expanduser(request.out))
+    elif os.environ.get("SHOAL_IMAGE_DIR"):
+        directory = Path(os.path.expanduser(os.environ["SHOAL_IMAGE_DIR"]))
     else:
         section = _config(paths).get("image")
         configured = section.get("dir") if isinstance(section, dict) else None
@@ -144,11 +148,19 @@ def image_names(request: Request, paths: Paths) -> list[str]:
         )
     if not directory.is_dir():
         return []
-    return sorted(
+    names = {
         entry.name
         for entry in directory.iterdir()
-        if not entry.name.startswith(".") and entry.is_dir()
-    )
+        if not entry.name.startswith(".") and entry.is_dir() and entry.name not in ("oci", "blobs")
+    }
+    oci = directory / "oci"
+    if oci.is_dir():
+        names.update(
+            entry.name
+            for entry in oci.iterdir()
+            if entry.name.startswith(("sha256-", "sha512-")) and (entry / "rootfs").is_dir()
+        )
+    return sorted(names)
 
 
 VALUES: dict[str, Callable[[Request, Paths], list[str]]] = {

@@ -133,6 +133,7 @@ _shoal() {
             alloc) ((npos == 0)) && return 0 ;;
             'catalog import') return 0 ;;
             free) _shoal_reply < <(_shoal_values ids) ;;
+            'image rm') ((npos == 0)) && _shoal_reply < <(_shoal_values images) ;;
             logs) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             status) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;
             task) ((npos == 0)) && _shoal_reply < <(_shoal_values ids) ;;

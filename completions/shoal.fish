@@ -260,6 +260,7 @@ complete -c shoal -n '__shoal_is "image rm"' -l out -r -F -d 'Images dir (defaul
 complete -c shoal -n '__shoal_is "image rm"' -l json -d 'Print JSON (the spec\'s shapes) instead of a table'
 complete -c shoal -n '__shoal_is "image rm"' -l output -s o -r -f -a 'table wide json yaml name' -d 'table, wide (more columns), json (as --json), yaml, or name (one id per line)'
 complete -c shoal -n '__shoal_is "image rm"' -l help -s h -d 'Show help and exit'
+complete -c shoal -n '__shoal_at "image rm" 0' -f -a '(__shoal_values images)' -d 'image'
 complete -c shoal -n '__shoal_is ledger' -l help -s h -d 'Show help and exit'
 complete -c shoal -n '__shoal_is ledger' -a copy -d 'Copy this machine\'s SQLite ledger into a team ledger'
 complete -c shoal -n '__shoal_is ledger' -a migrate -d 'Create or upgrade the configured ledger\'s schema'

@@ -248,6 +248,17 @@ def test_bash_offers_ids_instances_and_images(env: dict[str, str], machine: list
     assert "--provider" not in bash_complete("shoal free --", env)
 
 
+def test_image_rm_completes_registry_images_by_digest(env: dict[str, str], home: Path) -> None:
+    images = home / "data" / "images"
+    _image(images, "base-1")
+    (images / "blobs" / "sha256").mkdir(parents=True)  # the blob store is no image
+    digest_dir = images / "oci" / ("sha256-" + "a" * 64)
+    (digest_dir / "rootfs").mkdir(parents=True)
+    (images / "oci" / ".sha256-bbbb.tmp-x" / "rootfs").mkdir(parents=True)  # a pull's temp
+    assert _values("images", env=_env(home)) == ["base-1", digest_dir.name]
+    assert bash_complete("shoal image rm ", env) == ["base-1", digest_dir.name]
+
+
 def test_bash_passes_home_config_and_out_on(
     env: dict[str, str], home: Path, machine: list[str], tmp_path: Path
 ) -> None:
