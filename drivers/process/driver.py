@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from drivers.definitions.fields import ENV, Command, Env, EnvName
 from drivers.definitions.options import (
@@ -116,15 +116,6 @@ class ProcessOptions(Strict):
         None, description="seconds from SIGTERM to SIGKILL on free; default: the instance's"
     )
 
-    @model_validator(mode="after")
-    def _something_to_run(self) -> ProcessOptions:
-        if self.entry is None and self.image is None:
-            raise ValueError(
-                "options.entry: required (the command to run; or options.image, an image to "
-                "run as its config says)"
-            )
-        return self
-
 
 def inherited_env(environ: Mapping[str, str], passthrough: list[str]) -> dict[str, str]:
     wanted = set(INHERITED_ENV) | set(passthrough)
@@ -152,7 +143,14 @@ class ProcessDriver:
     # -- definitions and capacity ----------------------------------------------------------
 
     def _options(self, definition: LabelDefinition) -> ProcessOptions:
-        return parse_options(ProcessOptions, definition.options)
+        opts = parse_options(ProcessOptions, definition.options)
+        # Not the model's own check: a booking (validate_booking) may leave both to its claim.
+        if opts.entry is None and opts.image is None:
+            raise UsageError(
+                "options.entry: required (the command to run; or options.image, an image to "
+                "run as its config says)"
+            )
+        return opts
 
     def validate_definition(self, definition: LabelDefinition) -> None:
         self._options(definition)

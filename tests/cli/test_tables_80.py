@@ -446,7 +446,9 @@ def test_image_list_shows_names_sizes_and_checksums_whole(image_home: Path, colu
     rows = body(lines)
     for image in images:
         (line,) = [r for r in rows if r.split()[:2] == [image["name"], image["version"]]]
-        assert str(image["bytes_unpacked"]) in line.split()
+        from cli.progress import human_bytes
+
+        assert human_bytes(image["bytes_unpacked"]) in line  # human, as the issue asks
         assert not image["tag"] or image["tag"] in line.split()
         assert image["checksum"] in out.split()  # on its row, or under it
     # The title, broken between path components where it must be.
