@@ -27,8 +27,25 @@ Cli = Callable[..., Any]
 ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(host.machine(), host.machine())
 
 
+def _user_namespaces() -> str | None:
+    """Why this machine cannot run a workload in a user namespace (None: it can)."""
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return "no unshare (util-linux)"
+    done = subprocess.run(
+        [unshare, "--user", "--map-root-user", "true"], capture_output=True, text=True, check=False
+    )
+    return None if done.returncode == 0 else f"user namespaces refused: {done.stderr.strip()}"
+
+
 @pytest.fixture
 def pulled(cli: Cli, registry_plain: Registry, tmp_path: Path, home: Path) -> str:
+    why = _user_namespaces()
+    if why is not None:
+        pytest.skip(f"the process driver cannot run an image here: {why}")
     busybox = find_busybox()
     if busybox is None:
         pytest.skip("no static busybox to build the image from (Debian: busybox-static)")
