@@ -134,10 +134,14 @@ class _Fetched:
 
 @contextlib.contextmanager
 def locked(
-    lock_path: Path, timeout: float, on_wait: Callable[[float], None] | None = None
+    lock_path: Path,
+    timeout: float,
+    on_wait: Callable[[float], None] | None = None,
+    busy: str | None = None,
 ) -> Iterator[None]:
     """An exclusive flock; the kernel drops it when its holder dies, so none is ever stale.
-    `on_wait(seconds waited)` is told while another holds it."""
+    `on_wait(seconds waited)` is told while another holds it; `busy` is the message when
+    it is held past `timeout` (default: the lock file's name)."""
     try:
         # O_NOFOLLOW: in a shared images dir, a planted symlink must not be opened for us.
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
@@ -155,7 +159,8 @@ def locked(
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise RetryableError(
-                        f"another shoal has held {lock_path.name} for {timeout:g}s "
+                        busy
+                        or f"another shoal has held {lock_path.name} for {timeout:g}s "
                         "(pulling the same image); try again later"
                     ) from None
                 if on_wait is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.image.naming import check_component
 from drivers.image.pull import META_SUFFIX, locked
-from providers.core.errors import NotFoundError
+from providers.core.errors import NotFoundError, ShoalError
 
 if TYPE_CHECKING:
     from providers.core.settings import Settings
@@ -54,17 +55,20 @@ def _registry_images(out_dir: Path) -> list[dict[str, Any]]:
     if not (out_dir / "oci").is_dir():
         return []
     from drivers.image.registry import images
+    from drivers.image.registry.reference import parse_reference
 
     out = []
     for item in images.list_images(out_dir):
         refs = item["references"] or [f"(untagged {item['digest'][:19]})"]
         for ref in refs:
-            name, _, tag = ref.rpartition(":") if "@" not in ref else (ref, "", "")
-            if "/" in tag:  # a registry's port, not a tag: `host:5000/name`
-                name, tag = ref, ""
+            name, tag = ref, ""
+            if item["references"]:
+                with contextlib.suppress(ShoalError):  # a hand-edited refs.json: shown as is
+                    parsed = parse_reference(ref)
+                    name, tag = parsed.name, parsed.tag or ""
             out.append(
                 {
-                    "name": name or ref,
+                    "name": name,
                     "version": tag,
                     "path": item["path"],
                     "tag": "",

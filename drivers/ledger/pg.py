@@ -221,7 +221,7 @@ class PgLedgerDb:
             except psycopg.OperationalError as exc:
                 if not self._lost(exc) or time.monotonic() >= deadline:
                     raise self.failure(exc) from None
-                self._drop()
+                self.close()
                 time.sleep(0.2)
             except psycopg.Error as exc:
                 raise self.failure(exc) from None
@@ -250,7 +250,7 @@ class PgLedgerDb:
                 self._rollback(conn)
                 if not self._lost(exc) or time.monotonic() >= deadline:
                     raise self.failure(exc) from None
-                self._drop()
+                self.close()
                 time.sleep(0.2)
             except psycopg.Error as exc:
                 self._rollback(conn)
@@ -263,7 +263,7 @@ class PgLedgerDb:
         except psycopg.Error as exc:
             self._rollback(conn)
             if self._lost(exc):
-                self._drop()
+                self.close()
                 raise RetryableError(
                     f"{self.label}: the connection dropped during a write, which was rolled "
                     "back (nothing written); try again"
@@ -277,7 +277,7 @@ class PgLedgerDb:
         except psycopg.Error as exc:
             self._rollback(conn)
             if self._lost(exc):
-                self._drop()
+                self.close()
                 raise RetryableError(
                     f"{self.label}: the connection dropped while a write was committed; "
                     "`shoal status` shows whether it took effect"
@@ -347,9 +347,6 @@ class PgLedgerDb:
             raw.close()
             raise
         return Translated(raw)
-
-    def _drop(self) -> None:
-        self.close()
 
     @staticmethod
     def _rollback(conn: Translated) -> None:

@@ -12,7 +12,6 @@ switched to (one user is mapped): the workload runs as the namespace's root.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -58,7 +57,9 @@ def find_image(settings: Settings, image: str) -> tuple[Path, dict[str, Any]]:
     given = Path(image).expanduser()
     if image.startswith(("/", "./", "../", "~")):
         if (given / "rootfs").is_dir():
-            return given / "rootfs", _config(given / "config.json")
+            from drivers.image.registry.images import read_object
+
+            return given / "rootfs", read_object(given / "config.json")
         if given.is_dir():
             return given, {}
         raise UsageError(f"options.image: {image} is not a directory")
@@ -81,15 +82,7 @@ def find_image(settings: Settings, image: str) -> tuple[Path, dict[str, Any]]:
     where = registry.image_dir(images, digest)
     if registry.known(images, digest) is None:
         raise UsageError(f"options.image: {shown} is damaged or gone; pull it again")
-    return where / registry.ROOTFS, _config(where / registry.CONFIG)
-
-
-def _config(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return where / registry.ROOTFS, registry.read_object(where / registry.CONFIG)
 
 
 def plan(settings: Settings, image: str, entry: list[str] | None) -> ImageRun:

@@ -23,11 +23,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.core.errors import RetryableError, ShoalError
+from providers.core.errors import ShoalError
 
 HASHES = {"sha256": 64, "sha512": 128}  # the OCI image spec's registered algorithms
 READ_CHUNK = 1 << 20
-LOCK_POLL_SECONDS = 0.2
 
 
 class DigestMismatchError(ShoalError):
@@ -72,29 +71,16 @@ class BlobStore:
     def _locked(
         self, digest: str, timeout: float, on_wait: Callable[[float], None] | None
     ) -> Iterator[None]:
+        from drivers.image.pull import locked
+
         final = self.path(digest)
         final.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        lock = final.with_name(f".{final.name}.lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-        try:
-            began = time.monotonic()
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    waited = time.monotonic() - began
-                    if waited >= timeout:
-                        raise RetryableError(
-                            f"blob {digest[:19]}: another pull held it for {timeout:.0f}s; "
-                            "try again (or raise [image] lock_timeout_seconds)"
-                        ) from None
-                    if on_wait is not None:
-                        on_wait(waited)
-                    time.sleep(LOCK_POLL_SECONDS)
+        busy = (
+            f"blob {digest[:19]}: another pull held it for {timeout:.0f}s; try again (or "
+            "raise [image] lock_timeout_seconds)"
+        )
+        with locked(final.with_name(f".{final.name}.lock"), timeout, on_wait, busy):
             yield
-        finally:
-            os.close(fd)  # the kernel drops the lock with it (and with a killed holder)
 
     def fetch(
         self,

@@ -65,11 +65,16 @@ def ref_key(reference: str, platform: str) -> str:
 
 
 def read_refs(images: Path) -> dict[str, str]:
+    return {str(k): str(v) for k, v in read_object(oci_dir(images) / REFS).items()}
+
+
+def read_object(path: Path) -> dict[str, Any]:
+    """A JSON object from a file of the store; {} when it is missing, unreadable or not one."""
     try:
-        found = json.loads((oci_dir(images) / REFS).read_text())
+        value = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    return value if isinstance(value, dict) else {}
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -91,8 +96,10 @@ def remember(images: Path, reference: str, platform: str, digest: str, timeout: 
         refs[ref_key(reference, platform)] = digest
         _write_json(oci_dir(images) / REFS, refs)
     record = image_dir(images, digest) / RECORD
-    with contextlib.suppress(OSError, ValueError):
-        meta = json.loads(record.read_text())
+    meta = read_object(record)
+    if not meta:
+        return
+    with contextlib.suppress(OSError):
         if reference not in meta.get("references", []):
             meta["references"] = sorted({*meta.get("references", []), reference})
         meta["used"] = _now()
@@ -106,11 +113,7 @@ def known_scheme(images: Path, registry: str) -> str | None:
     """How `registry` answered last time ("http" or "https"): a loopback or insecure
     registry is otherwise tried over https first (a CA bundle and a failed handshake, ~40 ms
     of every pull)."""
-    try:
-        found = json.loads((oci_dir(images) / SCHEMES).read_text())
-    except (OSError, ValueError):
-        return None
-    value = found.get(registry) if isinstance(found, dict) else None
+    value = read_object(oci_dir(images) / SCHEMES).get(registry)
     return value if value in ("http", "https") else None
 
 
@@ -118,11 +121,8 @@ def remember_scheme(images: Path, registry: str, scheme: str) -> None:
     """Kept best-effort (last writer wins): a stale hint only costs the fallback the client
     makes when the registry changed."""
     path = oci_dir(images) / SCHEMES
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        found = {}
-    if not isinstance(found, dict) or found.get(registry) == scheme:
+    found = read_object(path)
+    if found.get(registry) == scheme:
         return
     found[registry] = scheme
     with contextlib.suppress(OSError):
@@ -136,11 +136,8 @@ def _now() -> str:
 def known(images: Path, digest: str) -> dict[str, Any] | None:
     """An image's record when it is whole in place (its rootfs and config there)."""
     where = image_dir(images, digest)
-    try:
-        meta = json.loads((where / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or meta.get("digest") != digest:
+    meta = read_object(where / RECORD)
+    if meta.get("digest") != digest:
         return None
     if not (where / ROOTFS).is_dir() or not (where / CONFIG).is_file():
         return None
@@ -156,7 +153,7 @@ def place(tmp: Path, images: Path, digest: str, record: dict[str, Any]) -> Path:
         trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
         os.replace(target, trash / "image")
         os.replace(tmp, target)
-        _rmtree(trash)
+        remove_tree(trash)
     else:
         os.replace(tmp, target)
     return target
@@ -234,7 +231,7 @@ def _remove_digest(images: Path, digest: str, timeout: float) -> None:
         if target.is_dir():
             trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
             os.replace(target, trash / "image")
-            _rmtree(trash)
+            remove_tree(trash)
     with locked(images, "refs", timeout):
         refs = {k: d for k, d in read_refs(images).items() if d != digest}
         _write_json(oci_dir(images) / REFS, refs)
@@ -275,11 +272,11 @@ def prune(images: Path, older_than: float | None, timeout: float) -> dict[str, l
         # `.sha256-HEX.tmp-XXXX`: a pull still building it holds `.HEX.lock`.
         hexpart = leftover.name[1:].partition(".tmp-")[0].partition("-")[2]
         if unlocked(oci_dir(images) / f".{hexpart}.lock"):
-            _rmtree(leftover)
+            remove_tree(leftover)
     return {"images": removed, "blobs": blobs}
 
 
-def _rmtree(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """Remove a tree an image made read-only in places."""
 
     def writable(func: Any, name: str, _exc: Any) -> None:

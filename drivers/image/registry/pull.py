@@ -13,7 +13,6 @@ blobs fetched so far stay for the next try (a resume, not a restart).
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -73,10 +72,10 @@ class RegistryPull:
     def to_json(self) -> dict[str, Any]:
         """The pull's result: the resolved digest and platform, where the root is, and the
         upstream spec's Image fields (url, sum, name, version, tag) for interchange."""
-        if "@" in self.reference:
-            name, tag = self.reference.partition("@")[0], ""
-        else:
-            name, _, tag = self.reference.rpartition(":")
+        from drivers.image.registry.reference import parse_reference
+
+        parsed = parse_reference(self.reference)
+        name, tag = parsed.name, parsed.tag or ""
         run = self.image_config.get("config") or {}
         return {
             "reference": self.reference,
@@ -94,7 +93,7 @@ class RegistryPull:
             "cmd": run.get("Cmd"),
             "url": f"docker://{self.reference}",
             "sum": self.digest,
-            "name": name or self.reference,
+            "name": name,
             "version": tag,
             "tag": tag,
         }
@@ -147,7 +146,7 @@ def pull_reference(
                 layers=len(resolved.layers), bytes_downloaded=0,
                 bytes_unpacked=int(meta.get("bytes_unpacked") or 0),
                 seconds=round(time.monotonic() - started, 3), cached=True,
-                image_config=_read_json(where / store.CONFIG),
+                image_config=store.read_object(where / store.CONFIG),
             )  # fmt: skip
         total = sum(layer.size for layer in resolved.layers)
         progress.on_total(total)
@@ -202,7 +201,7 @@ def pull_reference(
             }
             where = store.place(tmp, images, digest, record)
         except BaseException:
-            store._rmtree(tmp)
+            store.remove_tree(tmp)
             raise
         store.remember(images, shown, resolved.platform, digest, lock_timeout)
     return RegistryPull(
@@ -274,14 +273,6 @@ class _Chunks:
         return out
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _parse_config(raw: bytes, digest: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
@@ -291,6 +282,3 @@ def _parse_config(raw: bytes, digest: str) -> dict[str, Any]:
         raise ShoalError(f"the image config {digest} is not a JSON object")
     return value
 
-
-def clear(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
