@@ -16,6 +16,9 @@ Parts (`--parts`, all by default), each in interleaved rounds, medians with thei
   set_status FREED) in 1, 4 and 8 worker processes: the ledger's own cost, no start-up.
 - big: `status --json` and `alloc --dry-run` with --pg-rows (100,000) live allocations vs an
   empty ledger, on both backends (the rows copied from one real row by one INSERT ... SELECT).
+  Targets: dry run within 1.1x, `status --json` 1.5x. SQLite's running totals of the holding
+  rows are checked against the rows after the fill; then the floor of `status --json` (an
+  empty ledger's, plus SQLite building the rows' JSON and Python writing it) is printed.
 - wake: a team-scoped capacity of one (`[drivers."test/team"] scope = "team"`) held by
   machine A; machine B's `alloc --wait` queued; A frees. Latency from A's FREED row to B's
   row (both stamped in the ledger) and to B's exit; beside it the same on one machine's
@@ -732,6 +735,7 @@ def part_big(run: Run) -> None:
         live_count(lambda sql: conn.execute(sql).fetchone()[0], rows, SQLITE)
     finally:
         conn.close()
+    check_totals(full_sq)
     empty_db, full_db = run.new_db(), run.new_db()
     began = time.perf_counter()
     fill_pg_copies(team, full_db, host, rows)
@@ -771,6 +775,56 @@ def part_big(run: Run) -> None:
             )
     each = ", ".join(f"{name} {full[PG, name] / full[SQLITE, name]:.2f}x" for name in commands)
     print(f"  at {rows:,} live rows, PostgreSQL / SQLite: {each}")
+    status_floor(full_sq, statistics.median(samples[f"{SQLITE}|empty|status --json"]))
+
+
+def check_totals(home: Path) -> None:
+    """The running totals the capacity checks read (drivers.ledger.store's TOTALS) are what
+    the rows sum to after the fill (its INSERT ... SELECT went through their triggers)."""
+    ledger = sqlite_ledger(home)
+    try:
+        drift = ledger.totals_drift()
+    finally:
+        ledger.close()
+    if drift:
+        raise SystemExit(f"{SQLITE}: the running totals differ from the rows: {drift[:3]}")
+
+
+def status_floor(home: Path, empty_ms: float, tries: int = 5) -> None:
+    """What `status --json` cannot go under with every row's JSON built from its columns:
+    an empty ledger's command plus SQLite building the same objects (the listing's own
+    query, in this process: the rows' text fetched, nothing written), and writing that many
+    bytes from Python (into /dev/null)."""
+    from drivers.ledger import store as S
+
+    path = home / "state" / "ledger.sqlite"
+    sql = (
+        f"SELECT {S.LISTED_JSON} FROM allocations INDEXED BY {S.LIVE_INDEX} "
+        f"WHERE status IN {S.NOT_ENDED_SQL} ORDER BY created"
+    )
+    conn = sqlite3.connect(path)
+    built: list[float] = []
+    written: list[float] = []
+    size = 0
+    try:
+        with open(os.devnull, "w") as sink:
+            for _ in range(tries):
+                began = time.perf_counter()
+                texts = [row[0] for row in conn.execute(sql)]
+                built.append((time.perf_counter() - began) * 1000)
+                began = time.perf_counter()
+                sink.write(",\n".join(texts))
+                sink.flush()
+                written.append((time.perf_counter() - began) * 1000)
+                size = sum(len(text) for text in texts)
+    finally:
+        conn.close()
+    floor = empty_ms + statistics.median(built) + statistics.median(written)
+    print(
+        f"  status --json floor on {SQLITE}: empty {empty_ms:.0f} ms + SQLite building the "
+        f"rows' JSON ({size / 1e6:.0f} MB) {spread(built)} + writing it {spread(written)} = "
+        f"{floor:.0f} ms, {floor / empty_ms:.2f}x of empty"
+    )
 
 
 def wake_round(

@@ -22,6 +22,7 @@ each driver after it commits (drivers.ledger.doorbell).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -288,8 +289,6 @@ class Ledger(LedgerWaiters):
         claim_by: datetime | None = None,
         waiter: int | None = None,
     ) -> str:
-        import secrets
-
         from providers.core.wire import format_time
 
         booking = starts is not None
@@ -303,7 +302,8 @@ class Ledger(LedgerWaiters):
             )
         prefix = driver.split("/", 1)[0]
         for _ in range(8):
-            alloc_id = f"{prefix}-{secrets.token_hex(4)}"
+            # os.urandom: what secrets.token_hex reads, without its import of hmac (~10 ms).
+            alloc_id = f"{prefix}-{os.urandom(4).hex()}"
             if not conn.execute("SELECT 1 FROM allocations WHERE id=?", (alloc_id,)).fetchone():
                 break
         conn.execute(

@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -142,6 +143,33 @@ def patiently(action: Callable[[], T]) -> T:
         time.sleep(LOCK_STEP_SECONDS / 2)
 
 
+@dataclass(frozen=True)
+class Totals:
+    """A table of running totals kept by triggers on the allocations (drivers.ledger.store's
+    TOTALS): `create` makes the table, `rows` is the SELECT of its rows from the allocations
+    (a rebuild, and the check), `triggers` name -> what follows `CREATE TRIGGER name`."""
+
+    table: str
+    create: str
+    rows: str
+    triggers: Mapping[str, str]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.table, *self.triggers)
+
+    def rebuild(self, conn: sqlite3.Connection) -> None:
+        """Drop and make the table and its triggers, filled from the rows: inside the
+        caller's write transaction, so no write falls between the fill and the triggers."""
+        for name in self.triggers:
+            conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+        conn.execute(self.create)
+        conn.execute(f"INSERT INTO {self.table} {self.rows}")
+        for name, body in self.triggers.items():
+            conn.execute(f"CREATE TRIGGER {name} {body}")
+
+
 class LedgerDb:
     """The SQLite backend: one file, one machine (drivers.ledger.pg is the team's)."""
 
@@ -154,13 +182,17 @@ class LedgerDb:
         path: Path,
         indexes: Mapping[str, str] | None = None,
         obsolete: tuple[str, ...] = (),
+        totals: Totals | None = None,
     ) -> None:
-        """`indexes`: name -> `ON table(...) [WHERE ...]`, made on a ledger that lacks them.
-        Not a schema version: an index changes nothing an older shoal reads or writes (SQLite
-        keeps it for every writer), so a ledger gets them in place and stays shareable."""
+        """`indexes`: name -> `ON table(...) [WHERE ...]`, made on a ledger that lacks them;
+        `totals` likewise (all of its table and triggers, or none: then all made again).
+        Not a schema version: an index or a trigger changes nothing an older shoal reads or
+        writes (SQLite keeps it for every writer), so a ledger gets them in place and stays
+        shareable."""
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._indexes = dict(indexes or {})
+        self._totals = totals
         self._obsolete = obsolete  # indexes a newer one replaced: dropped when it is made
         self._present: set[str] = set()
 
@@ -298,35 +330,62 @@ class LedgerDb:
         return conn
 
     def _make_indexes(self, conn: sqlite3.Connection) -> set[str]:
-        """The wanted indexes the ledger has, made first where missing (once per ledger). A
-        ledger that cannot take them (read-only, a full disk) is read without them."""
-        if not self._indexes:
+        """The wanted indexes and totals the ledger has, made first where missing (once per
+        ledger). A ledger that cannot take them (read-only, a full disk, an SQLite too old
+        for the totals' triggers) is read without them."""
+        totals = self._totals.names if self._totals else ()
+        names = (*self._indexes, *totals)
+        if not names:
             return set()
-        names = tuple(self._indexes)
         marks = ", ".join("?" * len(names))
-        found = f"SELECT name FROM sqlite_master WHERE type='index' AND name IN ({marks})"
-        present: set[str] = set()
-        try:
-            present = {row[0] for row in patiently(lambda: conn.execute(found, names).fetchall())}
-            missing = [name for name in names if name not in present]
-            if not missing:
-                return present
+        found = f"SELECT name FROM sqlite_master WHERE name IN ({marks})"
 
-            def make() -> None:
-                if conn.in_transaction:  # a COMMIT that found the ledger busy
-                    conn.execute("ROLLBACK")
-                conn.execute("BEGIN IMMEDIATE")
-                for name in missing:
+        def present() -> set[str]:
+            return {row[0] for row in conn.execute(found, names).fetchall()}
+
+        def make(step: Callable[[set[str]], None]) -> None:
+            if conn.in_transaction:  # a COMMIT that found the ledger busy
+                conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+            step(present())  # read again under the lock: another shoal may have made them
+            conn.execute("COMMIT")
+
+        def indexes(there: set[str]) -> None:
+            for name in self._indexes:
+                if name not in there:
                     conn.execute(f"CREATE INDEX IF NOT EXISTS {name} {self._indexes[name]}")
-                for name in self._obsolete:
-                    conn.execute(f"DROP INDEX IF EXISTS {name}")
-                conn.execute("COMMIT")
+            for name in self._obsolete:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
 
-            patiently(make)
+        def totals_made(there: set[str]) -> None:
+            if self._totals is not None and not there.issuperset(totals):
+                self._totals.rebuild(conn)
+
+        have: set[str] = set()
+        try:
+            have = patiently(present)
+            if any(name not in have for name in self._indexes):
+                patiently(lambda: make(indexes))
+                have.update(self._indexes)
+            if totals and not have.issuperset(totals):
+                patiently(lambda: make(totals_made))
+                have.update(totals)
         except sqlite3.Error:
             self._rollback(conn)
-            return present
-        return set(names)
+        # Totals in part (a trigger dropped by hand) are never read: they may be stale.
+        return have if have.issuperset(totals) else have - set(totals)
+
+    def has(self, name: str) -> bool:
+        """Whether the open ledger has this index or these totals (conn() first)."""
+        return name in self._present
+
+    def rebuild_totals(self) -> None:
+        """The totals made again from the rows, in one write transaction."""
+        if self._totals is None:
+            return
+        with self.transaction() as conn:
+            self._totals.rebuild(conn)
+        self._present.update(self._totals.names)
 
     def indexed_by(self, name: str) -> str:
         """`INDEXED BY name` for a query that the index serves, when the ledger has it (else

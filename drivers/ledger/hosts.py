@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,7 +47,7 @@ def host_id(env: dict[str, str] | Any, state_dir: Path) -> str:
         kept = path.read_text().strip()
         if _VALID.fullmatch(kept):
             return kept
-    made = f"h-{secrets.token_hex(6)}"
+    made = f"h-{os.urandom(6).hex()}"
     with contextlib.suppress(OSError):
         state_dir.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{HOST_FILE}.{os.getpid()}")

@@ -193,6 +193,9 @@ class PgLedgerDb:
     def indexed_by(self, name: str) -> str:
         return ""  # PostgreSQL's planner has statistics
 
+    def has(self, name: str) -> bool:
+        return False  # no running totals: the sums read the holding index (1.1x at 100,000)
+
     def close(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):

@@ -22,7 +22,7 @@ from drivers.ledger.rows import (
     stamp,
     unstamp,
 )
-from drivers.ledger.store import HOLDS_SQL, LOCAL_SETTLED_SQL, LedgerStore
+from drivers.ledger.store import HOLDS_SQL, LOCAL_SETTLED_SQL, TOTALS, LedgerStore
 from providers.core.usage import AllocationUsage
 
 if TYPE_CHECKING:
@@ -81,12 +81,18 @@ class LedgerWindows(LedgerStore):
         scope = self._scope(remote_driver)
         args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
         spans: list[Span] = []
-        for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(
+        held = (
             "SELECT expires, SUM(cpu), SUM(ram), COUNT(*), MIN(multitenancy), "
             "MIN(cpu_overbook), MIN(ram_overbook), MIN(id) FROM allocations "
-            f"WHERE {HOLDS_SQL} AND {scope} GROUP BY expires",
-            args,
-        ):
+            f"WHERE {HOLDS_SQL} AND {scope} GROUP BY expires"
+        )
+        if self._db.has(TOTALS):  # the same from the running totals ('' is no expiry)
+            held = (
+                "SELECT NULLIF(expires, ''), SUM(cpu), SUM(ram), SUM(n), MIN(shared = n), "
+                f"MIN(cpu_ob = n), MIN(ram_ob = n), MIN(first) FROM {TOTALS} WHERE {scope} "
+                "GROUP BY expires"
+            )
+        for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(held, args):
             end = unstamp(expires) if expires else None
             spans.append(
                 Span(
@@ -202,9 +208,7 @@ class LedgerWindows(LedgerStore):
         workloads are being stopped): its claim waits for them (a read)."""
         if not self.exists:
             return []
-        return self._db.read(
-            lambda conn: self._in_the_way(conn, alloc_id, fits, remote_driver)
-        )
+        return self._db.read(lambda conn: self._in_the_way(conn, alloc_id, fits, remote_driver))
 
     def _in_the_way(
         self,

@@ -548,3 +548,169 @@ def test_the_capacity_sum_reads_the_holding_index_alone(ledger: Ledger) -> None:
     assert [step[-1] for step in plan] == [
         f"SEARCH allocations USING COVERING INDEX {S.HOLDING_INDEX} (is_remote=?)"
     ]
+
+
+# -- running totals of the holding rows (SQLite) ----------------------------------------------
+
+
+def _statements(ledger: Ledger, action: Callable[[], object]) -> list[str]:
+    """The SQL `action` runs on the ledger's connection."""
+    seen: list[str] = []
+    conn = ledger._db.conn()
+    conn.set_trace_callback(seen.append)  # type: ignore[union-attr]
+    try:
+        action()
+    finally:
+        conn.set_trace_callback(None)  # type: ignore[union-attr]
+    return seen
+
+
+@pytest.mark.sqlite_only  # the totals are SQLite's (the team ledger sums its holding index)
+def test_capacity_checks_read_the_running_totals_not_every_holding_row(ledger: Ledger) -> None:
+    a = reserve(ledger, 2, 4)
+    ledger.set_status(a, L.ALLOCATED)
+    reserve(ledger, 1, 1, expires=datetime.now(UTC) + timedelta(hours=1))
+
+    def check() -> object:
+        usage = ledger.node_usage()
+        assert (usage.cpu, usage.ram) == (3, 5)
+        return ledger.fit_window(lambda usage: 1)
+
+    sums = [s for s in _statements(ledger, check) if "SUM(" in s]
+    assert sums and all("FROM holding_totals" in s for s in sums), sums
+
+
+@pytest.mark.sqlite_only
+def test_running_totals_follow_every_move_of_a_row(ledger: Ledger) -> None:
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    sharing = Resources(cpu=3, ram=2, multitenancy=True, cpu_overbook=True)
+    rows = [
+        reserve(ledger, 2, 4),
+        reserve(ledger, 1, 1, expires=soon),
+        reserve(ledger, 1, 1, expires=soon),
+        reserve(ledger, 8, 8, is_remote=True, driver="aws/default"),
+        ledger.reserve(
+            driver="test/default", definition={}, resources=sharing, metadata={},
+            is_remote=False, expires=None, fits=lambda usage: 1,
+        ),
+    ]  # fmt: skip
+
+    def same() -> None:
+        assert ledger.totals_drift() == []
+        usage = ledger.node_usage()
+        rows_sum = raw(
+            ledger,
+            "SELECT COALESCE(SUM(cpu), 0), COALESCE(SUM(ram), 0) FROM allocations "
+            "WHERE status IN ('ALLOCATING', 'ALLOCATED', 'ORPHANED') AND is_remote = 0 "
+            "OR (status = 'FREEING' AND note NOT LIKE 'freeing from E%' AND is_remote = 0)",
+        )[0]
+        assert (usage.cpu, usage.ram) == rows_sum
+
+    same()
+    for alloc_id in rows:
+        ledger.set_status(alloc_id, L.ALLOCATED)
+    same()
+    assert ledger.node_usage(remote_driver="aws/default").cpu == 8
+    # The smallest id of a span leaves it: the span is named by the next one.
+    first = min(rows[1], rows[2])
+    ledger.set_status(first, L.FREED)
+    same()
+    spans = ledger._db.read(lambda conn: ledger._spans(conn, None, datetime.now(UTC)))
+    assert {s.label for s in spans if s.end is not None} == {max(rows[1], rows[2])}
+    # A free of an ended row holds nothing meanwhile; an interrupted one is put back.
+    ledger.set_status(rows[0], L.EXPIRED)
+    ledger.set_status(rows[0], L.FREEING, note=f"{L.FREEING_FROM}{L.EXPIRED}")
+    same()
+    ledger.set_status(rows[4], L.FREEING, note=f"{L.FREEING_FROM}{L.ALLOCATED}")
+    same()
+    assert ledger.undo_free(rows[4], L.ALLOCATED, None)
+    same()
+    assert ledger.node_usage().multitenancy is False  # rows[2] tolerates no one
+    ledger.set_status(max(rows[1], rows[2]), L.FAILED)
+    same()
+    usage = ledger.node_usage()
+    assert (usage.cpu, usage.multitenancy, usage.cpu_overbook) == (3, True, True)
+    # Another writer (an older shoal, the sqlite3 shell) keeps them too.
+    raw(
+        ledger,
+        "UPDATE allocations SET cpu = 5, expires = ? WHERE id = ?",
+        (stamp_in(soon), rows[4]),
+    )
+    raw(ledger, "DELETE FROM allocations WHERE id = ?", (rows[3],))
+    same()
+    assert ledger.node_usage().cpu == 5
+    assert ledger.node_usage(remote_driver="aws/default") == Resources()
+    ledger.set_status(rows[4], L.FREED)
+    same()
+    assert ledger.node_usage() == Resources()
+    assert raw(ledger, "SELECT COUNT(*) FROM holding_totals") == [(0,)]
+
+
+def stamp_in(when: datetime) -> str:
+    from drivers.ledger.rows import stamp
+
+    return stamp(when)
+
+
+@pytest.mark.sqlite_only
+def test_totals_are_made_on_an_older_ledger_and_remade_when_a_part_is_missing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.sqlite"
+    first = Ledger(path)
+    made = reserve(first, 2, 2)
+    first.set_status(made, L.ALLOCATED)
+    first.close()
+    # A ledger from before the totals, where writes went on without them.
+    raw(path, "DROP TABLE holding_totals")
+    for name in ("insert", "delete", "update_old", "update_new"):
+        raw(path, f"DROP TRIGGER IF EXISTS holding_totals_{name}")
+    raw(path, "UPDATE allocations SET cpu = 6 WHERE id = ?", (made,))
+    older = Ledger(path)
+    assert older.node_usage().cpu == 6
+    assert older.totals_drift() == []
+    older.close()
+    # One trigger dropped by hand: writes since then are not counted, so all is made again.
+    raw(path, "DROP TRIGGER holding_totals_update_new")
+    raw(path, "UPDATE allocations SET cpu = 7 WHERE id = ?", (made,))
+    again = Ledger(path)
+    assert again.node_usage().cpu == 7
+    assert again.totals_drift() == []
+    again.close()
+    # A total edited by hand is found, and made again from the rows.
+    raw(path, "UPDATE holding_totals SET cpu = 99")
+    checked = Ledger(path)
+    drift = checked.totals_drift(repair=True)
+    assert len(drift) == 1 and "kept (1, 99," in drift[0] and "rows (1, 7," in drift[0]
+    assert checked.totals_drift() == [] and checked.node_usage().cpu == 7
+    checked.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_ledger_that_cannot_take_the_totals_is_summed_from_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drivers.ledger import store as S
+
+    path = tmp_path / "ledger.sqlite"
+    first = Ledger(path)
+    made = reserve(first, 3, 1)
+    first.set_status(made, L.ALLOCATED)
+    first.close()
+    raw(path, "DROP TRIGGER holding_totals_insert")
+    raw(path, f"DROP INDEX {S.EXPIRY_INDEX}")
+    raw(path, "UPDATE allocations SET cpu = 4 WHERE id = ?", (made,))
+    # As on a read-only or full disk (root writes through modes): nothing can be made, and
+    # the totals left in part are never read.
+    broken = {**S.TOTALS_TRIGGERS, "holding_totals_broken": "AFTER INSERT ON no_such_table "
+              "BEGIN SELECT 1; END"}  # fmt: skip
+    monkeypatch.setattr(S, "TOTALS_TRIGGERS", broken)
+    reader = Ledger(path)
+    assert reader.node_usage().cpu == 4
+    assert reader.fit_window(lambda usage: 1).count == 1
+    sums = [s for s in _statements(reader, reader.node_usage) if "SUM(" in s]
+    assert sums and all("FROM allocations" in s for s in sums)
+    reader.close()
+    assert raw(path, "SELECT name FROM sqlite_master WHERE name = 'holding_totals_insert'") == []
+    # The indexes are made all the same (an SQLite too old for the triggers' upsert).
+    assert raw(path, f"SELECT name FROM sqlite_master WHERE name = '{S.EXPIRY_INDEX}'") != []
