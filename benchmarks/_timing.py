@@ -10,6 +10,28 @@ import sys
 import time
 from collections.abc import Sequence
 
+# The floor the CLI benchmarks compare start-up with: a minimal Typer app of the same Typer
+# version, two commands, one with an option (what any Typer CLI pays before its work).
+FLOOR_APP = """
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def hello(name: str = "world", as_json: bool = typer.Option(False, "--json")) -> None:
+    print(name)
+
+
+@app.command()
+def other() -> None:
+    pass
+
+
+if __name__ == "__main__":
+    app()
+"""
+
 
 def shoal_command() -> list[str]:
     """The installed `shoal` beside this interpreter, else `python -m cli`."""

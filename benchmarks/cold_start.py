@@ -22,28 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import check_installed, interleaved_medians, shoal_command
+from _timing import FLOOR_APP, check_installed, interleaved_medians, shoal_command
 
 TARGET_MS = 30.0
-FLOOR_APP = """
-import typer
-
-app = typer.Typer()
-
-
-@app.command()
-def hello(name: str = "world", as_json: bool = typer.Option(False, "--json")) -> None:
-    print(name)
-
-
-@app.command()
-def other() -> None:
-    pass
-
-
-if __name__ == "__main__":
-    app()
-"""
 
 
 CONFIG = """

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli import output, tables
+from cli import output
 from cli.commands.alloc_definition import build_definition, definition_data, parse_pairs
 from cli.commands.alloc_offers import best_offers, check_offers, place_offers
 from cli.commands.alloc_report import report_booking, reported, wait_spec, waiting_line
@@ -315,6 +315,8 @@ def _show_choice(driver: str, choice: dict[str, Any], svc: "Drivers") -> None:
     price = choice.get("price")
     priced = f" at {price:g} USD/h" if isinstance(price, (int, float)) else ""
     output.message(f"{driver}: {chosen} in {region}, {market}{priced}: {choice.get('why')}")
+    from cli import tables
+
     columns = ["Type", "USD/h", "vCPUs", "GiB", "GPUs", "Verdict"]
     tables.table(None, columns, rows, stderr=True, wrap=5)
     skipped = choice.get("skipped_count") or 0

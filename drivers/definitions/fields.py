@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
+from drivers.definitions.limits import MAX_DELAY_SECONDS
 from providers.core.errors import shown
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -65,9 +66,6 @@ Command = Annotated[list[str], BeforeValidator(_argv)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Env = dict[EnvName, Annotated[str, AfterValidator(_no_nul)]]
 Probability = Annotated[int, Field(ge=0, le=255, description="0 never, 1-254 random, 255 always")]
-# A stall the test driver injects: time.sleep overflows past ~292 years (and 1e18 s is no
-# test); a day is more than any test waits.
-MAX_DELAY_SECONDS = 86_400
 Delay = Annotated[float, Field(ge=0, le=MAX_DELAY_SECONDS)]
 
 ENTRY = "a command: a string of shell words or a list; default the image's"

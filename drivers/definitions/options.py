@@ -1,5 +1,7 @@
 """A driver's settings: its instance's config and a definition's options, each checked by
-the driver's pydantic models (providers/core/schema.py), and the helpers drivers share."""
+the driver's pydantic models (providers/core/schema.py, imported by the checks only: a driver
+reads its workspace root and metadata names here in commands that check nothing), and the
+helpers drivers share."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from providers.core import schema
 from providers.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ def load_config(model: type[M], config: bytes, driver_name: str, config_file: Pa
     the config file, the instance's table and the key."""
     import json
 
+    from providers.core import schema
     from providers.core.numbers import reject_constant
 
     try:
@@ -38,6 +40,8 @@ def parse_options(model: type[M], options: Mapping[str, Any], *, booking: bool =
     """A definition's `options` as the driver's `model` (a UsageError names options.KEY).
     For a `booking` (`alloc --at`), a required option it leaves out is not demanded (the
     claim gives it, and is checked in full); every option it gives is checked as usual."""
+    from providers.core import schema
+
     if booking and isinstance(options, Mapping):
         from pydantic import create_model
 
@@ -59,6 +63,7 @@ def task_options(
     None when the driver has no such task."""
     import json
 
+    from providers.core import schema
     from providers.core.errors import UsageError
 
     if task not in tasks:

@@ -25,11 +25,8 @@ import signal
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from drivers.definitions.fields import ENV, Command, Env, EnvName
 from drivers.definitions.options import (
     check_meta_names,
     ensure_workspace,
@@ -38,6 +35,7 @@ from drivers.definitions.options import (
 )
 from drivers.ledger.open import supervisor_ledger
 from drivers.process import outcome
+from drivers.process.defaults import DEFAULTS, Config
 from drivers.process.spawn import (
     CPUS_FILE,
     marker,
@@ -60,25 +58,9 @@ from drivers.supervisor import procinfo
 from drivers.supervisor.supervise import LOG_FILE, OUTCOME_FILE, SUPERVISOR_FILE
 from providers.core.errors import ShoalError, UsageError, shown
 from providers.core.settings import Settings
-from providers.core.strict import Count, NonNegative, Strict
-from providers.local.catalog import LocalCatalog
 
-SUPPLY = "0 = the local supply: host minus reserve"
-
-
-class ProcessConfig(Strict):
-    """[drivers."process/INSTANCE"]"""
-
-    cpu_limit: Count = Field(0, description=f"vCPUs to hand out, {SUPPLY}")
-    ram_limit: Count = Field(0, description=f"GiB to hand out, {SUPPLY}")
-    cpu_overbook: Count = Field(0, description="extra vCPUs tenants may share when all allow it")
-    ram_overbook: Count = Field(0, description="extra GiB tenants may share when all allow it")
-    grace_seconds: NonNegative = Field(10.0, description="SIGTERM -> SIGKILL grace on free")
-    workspace: str = Field("", description="root of the workspaces (default: the state dir)")
-    env_passthrough: list[EnvName] = Field(
-        [], description="more of shoal's environment variables workloads inherit"
-    )
-
+if TYPE_CHECKING:
+    from drivers.process.model import ProcessOptions
 
 # What a workload inherits of shoal's environment: what programs need to run (search path,
 # home, user, locale, time zone, temp dir, terminal). Nothing else, so shoal's settings and
@@ -99,24 +81,6 @@ INHERITED_ENV = (
 INHERITED_PREFIXES = ("LC_",)
 
 
-class ProcessOptions(Strict):
-    entry: Annotated[Command, Field(min_length=1)] | None = Field(
-        None,
-        description="the command to run: shell words or a list; e.g. --option entry='sleep "
-        "600' (with image: the arguments after its entrypoint, in place of its cmd)",
-    )
-    image: str | None = Field(
-        None,
-        description="run it in an image pulled with `shoal image pull` (a reference, an "
-        "archive's NAME-VERSION or a directory), as its config says: entrypoint, cmd, env, "
-        "working directory",
-    )
-    env: Env = Field({}, description=ENV)
-    grace_seconds: NonNegative | None = Field(
-        None, description="seconds from SIGTERM to SIGKILL on free; default: the instance's"
-    )
-
-
 def inherited_env(environ: Mapping[str, str], passthrough: list[str]) -> dict[str, str]:
     wanted = set(INHERITED_ENV) | set(passthrough)
     return {k: v for k, v in environ.items() if k in wanted or k.startswith(INHERITED_PREFIXES)}
@@ -126,8 +90,9 @@ class ProcessDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self.cfg = ProcessConfig()
-        self.root = Path()
+        self._config = b""
+        self._cfg: Config | None = DEFAULTS
+        self._root: Path | None = None
 
     def name(self) -> str:
         return self._name
@@ -136,13 +101,35 @@ class ProcessDriver:
         return False
 
     def prepare(self, config: bytes) -> None:
-        paths = self._settings.paths
-        self.cfg = load_config(ProcessConfig, config, self._name, paths.config_file)
-        self.root = ensure_workspace(paths, self.cfg.workspace, self._name)
+        """The instance's table is checked (pydantic) where it is first read, `cfg`; with no
+        table, `status`, `free` and `logs` read the defaults and import no pydantic."""
+        self._config = config
+        self._cfg = DEFAULTS if config.strip() in (b"", b"{}") else None
+        self._root = None
+
+    @property
+    def cfg(self) -> Config:
+        if self._cfg is None:
+            from drivers.process.model import ProcessConfig
+
+            path = self._settings.paths.config_file
+            checked = load_config(ProcessConfig, self._config, self._name, path)
+            self._cfg = Config(**checked.model_dump())
+        return self._cfg
+
+    @property
+    def root(self) -> Path:
+        """The workspaces' root (created on first use)."""
+        if self._root is None:
+            self._root = ensure_workspace(self._settings.paths, self.cfg.workspace, self._name)
+        return self._root
 
     # -- definitions and capacity ----------------------------------------------------------
 
     def _options(self, definition: LabelDefinition) -> ProcessOptions:
+        from drivers.process.model import ProcessOptions
+
+        _ = self.cfg  # the instance's table first (78), as every command that reads it did
         opts = parse_options(ProcessOptions, definition.options)
         # Not the model's own check: a booking (validate_booking) may leave both to its claim.
         if opts.entry is None and opts.image is None:
@@ -157,6 +144,9 @@ class ProcessDriver:
 
     def validate_booking(self, definition: LabelDefinition) -> None:
         """A booking reserves capacity only: its `entry` may come with the claim."""
+        from drivers.process.model import ProcessOptions
+
+        _ = self.cfg
         parse_options(ProcessOptions, definition.options, booking=True)
 
     def validate_metadata(self, metadata: dict[str, Any]) -> None:
@@ -166,11 +156,11 @@ class ProcessDriver:
         cpu, ram = self.cfg.cpu_limit, self.cfg.ram_limit
         if cpu and ram:
             return cpu, ram
-        supply = LocalCatalog.from_settings(self._settings).supply()
-        return (
-            cpu or int(float(supply["cpu"]["vcpu"])),
-            ram or int(float(supply["memory"]["GiB"])),
-        )
+        from providers.local.supply import local_supply
+
+        # Whole units of what `shoal resources` prints (two decimals): 1.996 vCPUs is 2.
+        vcpus, gib = (int(float(f"{x:.2f}")) for x in local_supply(self._settings))
+        return cpu or vcpus, ram or gib
 
     def totals(self) -> Totals:
         cpu, ram = self._limits()

@@ -26,14 +26,7 @@ DUE_SECONDS = 2.0  # a supervisor this close to its deadline is left to end the 
 
 
 def wait_gone(pid: int, started: str | None, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        procinfo.reap(pid)
-        if not procinfo.is_alive(pid, started):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL_SECONDS)
+    return procinfo.wait_exit(pid, started, seconds)
 
 
 def stop_marked(identifier: str, grace: float) -> bool:

@@ -29,12 +29,10 @@ past its lifetime and stops the workload itself (drivers.service.recover).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import select
 import signal
-import socket
 import sys
 import time
 from datetime import UTC, datetime
@@ -51,6 +49,19 @@ if TYPE_CHECKING or __package__:
 else:
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     import procinfo
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def _engine_client() -> ModuleType:
+    """engine_client.py, found the way procinfo is (a package import, or beside this file)."""
+    import importlib
+
+    return importlib.import_module(
+        f"{__package__}.engine_client" if __package__ else "engine_client"
+    )
+
 
 PID_FILE = ".shoal-pid"  # the workload's identity: "PID START", written by the workload
 SUPERVISOR_FILE = ".shoal-supervisor"  # the supervisor's, written by the supervisor
@@ -534,86 +545,6 @@ def exit_note(outcome: dict[str, Any]) -> str:
     return f"{how} with code {code} at {when}"
 
 
-# -- the container engine, over the standard library's HTTP ------------------------------------
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-def engine_open(
-    address: str, method: str, target: str, timeout: float | None
-) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-    """A request to the engine at `address` (unix:///path or tcp://host:port); the caller
-    reads the answer, then closes the connection. OSError when the engine cannot be reached."""
-    conn: http.client.HTTPConnection
-    if address.startswith("unix://"):
-        conn = _UnixConnection(address.removeprefix("unix://"), timeout)
-    else:
-        conn = http.client.HTTPConnection(address.split("://", 1)[-1], timeout=timeout)
-    try:
-        conn.request(method, target)
-        return conn, conn.getresponse()
-    except BaseException:
-        conn.close()
-        raise
-
-
-def engine_call(address: str, method: str, target: str, timeout: float | None) -> int:
-    """The status of a request whose answer is dropped (its first 64 KiB read)."""
-    conn, response = engine_open(address, method, target, timeout)
-    try:
-        read_capped(response, 1 << 16)
-        return response.status
-    finally:
-        conn.close()
-
-
-def read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
-    """At most `limit` bytes of an answer's body, however it is framed. `read(limit)` is no
-    cap: http.client takes a chunk size of -1 (a hostile engine's) for "to the end of the
-    stream" and reads all of it into memory; `read1` reads one buffer at a time."""
-    got = bytearray()
-    while len(got) < limit:
-        piece = response.read1(limit - len(got))
-        if not piece:
-            break
-        got += piece
-    return bytes(got[:limit])
-
-
-def engine_answer(
-    address: str, method: str, target: str, timeout: float | None, limit: int = 1 << 16
-) -> tuple[int, bytes]:
-    """The status and (at most `limit` bytes of) the body of a request."""
-    conn, response = engine_open(address, method, target, timeout)
-    try:
-        return response.status, read_capped(response, limit)
-    finally:
-        conn.close()
-
-
-def _exit_code(body: bytes) -> int | None:
-    """`{"StatusCode": N}`, the answer of /containers/ID/wait."""
-    try:
-        code = json.loads(body).get("StatusCode")
-    except (ValueError, AttributeError, RecursionError):  # not its answer: no code known
-        return None
-    return code if isinstance(code, int) and not isinstance(code, bool) else None
-
-
 def run_container(spec: dict[str, Any]) -> int:
     """Watch the container until it ends or its deadline comes, then stop it.
 
@@ -625,6 +556,7 @@ def run_container(spec: dict[str, Any]) -> int:
     cid, grace = str(spec["container"]), int(spec["grace"])
     due = spec.get("deadline")
     deadline = float(due) if isinstance(due, (int, float)) else None
+    engine = _engine_client()
     condition = "not-running"
     away: float | None = None  # since when the engine has not answered
     while True:
@@ -633,10 +565,10 @@ def run_container(spec: dict[str, Any]) -> int:
             break
         target = f"{api}/containers/{cid}/wait?condition={condition}"
         try:
-            code, body = engine_answer(address, "POST", target, min(left, 3600))
+            code, body = engine.engine_answer(address, "POST", target, min(left, 3600))
         except TimeoutError:
             continue  # still running: look at the deadline again
-        except (OSError, http.client.HTTPException):  # the engine is away (a restart)
+        except (OSError, engine.HTTPException):  # the engine is away (a restart)
             if not still_held(spec):
                 return 0  # freed meanwhile, or its ledger is gone: nothing is ours to watch
             away = away if away is not None else time.monotonic()
@@ -656,7 +588,7 @@ def run_container(spec: dict[str, Any]) -> int:
             continue
         if condition == "not-running":
             ended = deadline is not None and time.time() >= deadline - 1.0
-            outcome = {"exit_code": _exit_code(body), "signal": None, "ended": now_text()}
+            outcome = {"exit_code": engine.exit_code(body), "signal": None, "ended": now_text()}
             outcome["reason"] = "expired" if ended else "exited"
             record_end(spec, "EXPIRED" if ended else "EXITED", outcome)
             if deadline is None:
@@ -669,8 +601,8 @@ def run_container(spec: dict[str, Any]) -> int:
     for _ in range(30):  # an engine that is away for a minute still gets the stop
         try:
             stop = f"{api}/containers/{cid}/stop?t={grace}"
-            code = engine_call(address, "POST", stop, grace + 60)
-        except (OSError, http.client.HTTPException):
+            code = engine.engine_call(address, "POST", stop, grace + 60)
+        except (OSError, engine.HTTPException):
             code = 0
             if not still_held(spec):
                 return 0

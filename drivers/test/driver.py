@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from drivers.definitions.fields import MAX_DELAY_SECONDS, Delay, Probability
+from drivers.definitions.limits import MAX_DELAY_SECONDS
 from drivers.definitions.options import ensure_workspace, load_config, parse_options, roll
 from drivers.spec.base import CAPACITY_ERROR, ResourceDriverTask
 from drivers.spec.capacity import Totals, fit_count
@@ -33,48 +30,30 @@ from drivers.spec.types import (
 from providers.core import schema
 from providers.core.errors import ShoalError, UsageError
 from providers.core.settings import Settings
-from providers.core.strict import Count, Strict
 from providers.core.timeutil import utcnow
 from providers.core.wire import format_time
 
-OVERBOOK = "extra {} tenants may share when all allow it"
-STALL = f"seconds to stall, 0 to {MAX_DELAY_SECONDS}"
+if TYPE_CHECKING:
+    from drivers.test.model import TestOptions
 
 
-class TestConfig(Strict):
-    """[drivers."test/INSTANCE"]"""
+@dataclass(frozen=True)
+class Config:
+    """[drivers."test/INSTANCE"] as the driver reads it: checked by TestConfig (model.py,
+    whose defaults these are), or these defaults when there is no table."""
 
-    __test__ = False  # not a pytest class
-
-    is_remote: bool = Field(False, description="pretend to be remote: not counted on this node")
-    workspace: str = Field("", description="directory for marker files (default: state dir)")
-    cpu_limit: Count = Field(0, description="vCPUs available, 0 unlimited")
-    ram_limit: Count = Field(0, description="GiB available, 0 unlimited")
-    cpu_overbook: Count = Field(0, description=OVERBOOK.format("vCPUs"))
-    ram_overbook: Count = Field(0, description=OVERBOOK.format("GiB"))
-    fail_status: Probability = 0
-    fail_deallocate: Probability = 0
-    fail_snapshot: Probability = 0
-
-
-class TestOptions(Strict):
-    """Injected failures (0..255) and stalls (seconds)."""
-
-    __test__ = False
-
-    fail_validate: Probability = 0
-    fail_available_capacity: Probability = 0
-    fail_allocate: Probability = 0
-    fail_status: Probability = 0
-    fail_deallocate: Probability = 0
-    fail_snapshot: Probability = 0
-    delay_available_capacity: Delay = Field(0.0, description=STALL)
-    delay_allocate: Delay = Field(0.0, description=STALL)
-    delay_deallocate: Delay = Field(0.0, description=STALL)
+    is_remote: bool = False
+    workspace: str = ""
+    cpu_limit: int = 0
+    ram_limit: int = 0
+    cpu_overbook: int = 0
+    ram_overbook: int = 0
+    fail_status: int = 0
+    fail_deallocate: int = 0
+    fail_snapshot: int = 0
 
 
-class SnapshotOptions(Strict):
-    label: str = ""
+DEFAULTS = Config()
 
 
 class InjectedFailure(ShoalError):
@@ -87,8 +66,9 @@ class TestDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._paths = settings.paths
-        self.cfg = TestConfig()
-        self.workspace = Path()
+        self._config = b""
+        self._cfg: Config | None = DEFAULTS
+        self._workspace: Path | None = None
 
     def name(self) -> str:
         return self._name
@@ -97,10 +77,32 @@ class TestDriver:
         return self.cfg.is_remote
 
     def prepare(self, config: bytes) -> None:
-        self.cfg = load_config(TestConfig, config, self._name, self._paths.config_file)
-        self.workspace = ensure_workspace(self._paths, self.cfg.workspace, self._name)
+        """The table is checked (pydantic) where it is first read, `cfg`: `status` and
+        `free` of an instance without one import no pydantic."""
+        self._config = config
+        self._cfg = DEFAULTS if config.strip() in (b"", b"{}") else None
+        self._workspace = None
+
+    @property
+    def cfg(self) -> Config:
+        if self._cfg is None:
+            from drivers.test.model import TestConfig
+
+            checked = load_config(TestConfig, self._config, self._name, self._paths.config_file)
+            self._cfg = Config(**checked.model_dump())
+        return self._cfg
+
+    @property
+    def workspace(self) -> Path:
+        """The markers' directory (created on first use)."""
+        if self._workspace is None:
+            self._workspace = ensure_workspace(self._paths, self.cfg.workspace, self._name)
+        return self._workspace
 
     def _options(self, definition: LabelDefinition) -> TestOptions:
+        from drivers.test.model import TestOptions
+
+        _ = self.cfg  # the instance's table first (78), as every command that reads it did
         return parse_options(TestOptions, definition.options)
 
     def _fail(self, what: str, chance: int) -> None:
@@ -148,7 +150,7 @@ class TestDriver:
         self._fail("allocate", opts.fail_allocate)
         if opts.delay_allocate:
             time.sleep(opts.delay_allocate)
-        identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"test-{secrets.token_hex(3)}")
+        identifier = str(metadata.get(ALLOCATION_ID_KEY) or f"test-{os.urandom(3).hex()}")
         marker = self._marker(identifier)
         stored = opts.model_dump()
         payload = {"options": stored, "created": format_time(utcnow())}
@@ -175,6 +177,8 @@ class TestDriver:
         if task != SnapshotTask.NAME:
             return None
         parsed = json.loads(options) if options else {}
+        from drivers.test.model import SnapshotOptions
+
         place = schema.Place(UsageError, "--options", noun="option of task snapshot")
         checked = schema.validate(SnapshotOptions, parsed, place)
         return SnapshotTask(driver=self, label=checked.label)

@@ -188,3 +188,29 @@ def test_the_sqlite_ledger_never_imports_psycopg(home: Path) -> None:
         loaded |= _modules(home, *args)
     assert "sqlite3" in loaded
     assert "psycopg" not in _top(loaded)
+
+
+def test_only_commands_with_input_to_check_import_pydantic(home: Path) -> None:
+    """An allocation's `status`, `logs` and `free` check no input (its id is a ledger key):
+    they import no pydantic, for the process and test drivers alike, while the `alloc` that
+    made it checked its definition and options with pydantic. A table for the instance is
+    input they read, and is checked (pydantic) where it is read."""
+    for driver, options in (("process", ["-o", "entry=sleep 600"]), ("test", [])):
+        made, out = _probe(
+            home, "alloc", "--driver", driver, "--cpu", "1", "--ram", "1", *options, "--json"
+        )
+        assert "pydantic" in _top(made), driver
+        alloc_id = json.loads(out)["id"]
+        asks = [["status", alloc_id], ["status", alloc_id, "--json"], ["status", "--json"]]
+        if driver == "process":
+            asks.append(["logs", alloc_id])
+        for args in [*asks, ["free", alloc_id, "--json"]]:
+            loaded, said = _probe(home, *args)
+            assert alloc_id in said or args[0] == "logs", args  # no output yet: logs are empty
+            assert "pydantic" not in _top(loaded), args
+    (home / "config.toml").write_text('[drivers."process/default"]\ngrace_seconds = 5\n')
+    _, out = _probe(home, "alloc", "-d", "process", "--cpu", "1", "--ram", "1", "-o",
+                    "entry=sleep 600", "--json")  # fmt: skip
+    alloc_id = json.loads(out)["id"]
+    loaded, said = _probe(home, "free", alloc_id, "--json")
+    assert alloc_id in said and "pydantic" in _top(loaded)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from drivers.container.engine import Engine
-from drivers.supervisor import supervise
+from drivers.supervisor import engine_client, supervise
 from providers.core.errors import ShoalError
 from tests.conftest import wait_for
 
@@ -112,7 +112,7 @@ def test_the_supervisor_reads_at_most_its_cap_of_an_endless_chunk(sock: Path) ->
     thread.start()
     try:
         with contextlib.suppress(OSError, http.client.HTTPException):
-            _, body = supervise.engine_answer(
+            _, body = engine_client.engine_answer(
                 f"unix://{sock}", "POST", "/v1.41/containers/c1/wait", 30
             )
             assert len(body) <= 1 << 16
