@@ -4,11 +4,14 @@ registry image against `skopeo copy` + `tar` and `podman pull`.
 
 Archives: builds, in a temp dir, a big archive of semi-compressible data (default 1 GiB) and
 an archive of 20,000 small files, each as .tar.gz and .tar.zst; serves them on 127.0.0.1; and
-times, in the same run, `shoal image pull --sum ...` and the baseline with the matching
-decompressor. Extraction goes to a tmpfs (/dev/shm: small-file creation on disk varies
-tenfold between runs) and, for reference, to disk. Prints throughput, the ratio to the
-baseline and peak memory. Targets: >= 0.9x the baseline on the big file, >= 0.6x on the
-small files, peak memory under 100 MB.
+times, in interleaved rounds (the order rotating), `shoal image pull --sum ...` beside two
+baselines with the matching decompressor: `curl | tee >(sha256sum) | DEC | tar -x` (the same
+work as shoal's checked pull: hash, decompress, unpack) and `curl | DEC | tar -x` (the
+issue's baseline). Extraction goes to a tmpfs (/dev/shm) and to disk (a `sync` after each
+command there, so none pays for another's writeback). Prints the machine, its load,
+throughput, shoal's time over each baseline's and peak memory. Targets: at most 1.1x the
+baseline on the big file; on the small files at most 1.5x of `curl | tar` on tmpfs and 1.0x
+on disk; peak memory under 100 MB. `--only small` runs the small-file cases alone.
 
 Registry: builds a 5-layer image of about 200 MB (the tests' `sized_image`: incompressible
 files, and a file the last layer whites out), pushes it with skopeo to Debian's
@@ -30,8 +33,8 @@ Needs curl, gzip, zstd and GNU tar (archives), docker-registry and skopeo (regis
 from a regular `pip install .`. Only loopback is used; every process and temp dir is removed,
 also on ^C.
 
-    python benchmarks/image_pull.py [--only archives|registry] [--quick]
-        [--big-mib 1024] [--files 20000] [--runs 3] [--no-disk]
+    python benchmarks/image_pull.py [--only archives|small|registry] [--quick]
+        [--big-mib 1024] [--files 20000] [--runs 3] [--no-disk] [--before SHOAL]
         [--image-mib 200] [--rounds 5] [--warm-rounds 15] [--compression gzip|zstd]
         [--no-podman] [--dir /dev/shm]
 """
@@ -144,78 +147,91 @@ def bench_archives(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
     shm = Path(tempfile.mkdtemp(prefix="shoal-bench-", dir="/dev/shm"))
     targets = {"tmpfs": shm} if args.no_disk else {"tmpfs": shm, "disk": work / "out"}
+    labels = ("small",) if args.only == "small" else ("big", "small")
     try:
         print(f"building archives in {work} ...", file=sys.stderr)
         archives: dict[str, Path] = {}
-        for label, big, files in (("big", args.big_mib * BLOCK, 0), ("small", 0, args.files)):
+        sizes: dict[str, int] = {}
+        for label in labels:
+            big, files = (args.big_mib * BLOCK, 0) if label == "big" else (0, args.files)
             tar = work / f"{label}-1.tar"
             build_tar(tar, big, files)
             for kind in ("gz", "zst"):
                 archives[f"{label} {kind}"] = compress(tar, kind)
-            unpacked = tar.stat().st_size
+            sizes[label] = tar.stat().st_size
             tar.unlink()
-            archives[f"{label} size"] = Path(str(unpacked))
         server, port = serve(work)
         shoal = shoal_command()
         env = {**os.environ, "SHOAL_HOME": str(work / "home")}
         (work / "home").mkdir()
-        print(f"{args.runs} runs per case, median; MiB/s of unpacked data; peak RSS in MiB")
-        header = (
-            "case",
-            "target",
-            "shoal s",
-            "MiB/s",
-            "base s",
-            "MiB/s",
-            "ratio",
-            "RSS",
-            "base RSS",
+        machine = Machine()
+        print(
+            f"machine ({time.strftime('%Y-%m-%d')}): nproc {len(os.sched_getaffinity(0))} "
+            f"({os.cpu_count()} CPUs), {cpu_model()}; tmpfs {shm.parent}, disk {work.parent}"
         )
-        print("{:10s} {:6s} {:>8s} {:>7s} {:>8s} {:>7s} {:>6s} {:>5s} {:>8s}".format(*header))
-        for case in ("big gz", "big zst", "small gz", "small zst"):
+        print(
+            f"{args.runs} interleaved rounds per case (order rotating), median; MiB/s of "
+            "unpacked data; peak RSS in MiB. `curl|sha|tar`: curl | tee >(sha256sum) | "
+            "DECOMPRESSOR | tar -x (shoal --sum's work: hash, decompress, unpack); "
+            "`curl|tar`: the same without the hash"
+        )
+        header = ("case", "target", "shoal s", "MiB/s", "c|sha|t s", "c|tar s", "x sha", "x tar")
+        print("{:10s} {:6s} {:>8s} {:>6s} {:>10s} {:>8s} {:>6s} {:>6s}".format(*header), end="")
+        print(f" {'RSS':>4s} {'base RSS':>8s}")
+        for case in archives:
             path = archives[case]
-            unpacked = int(str(archives[case.split()[0] + " size"]))
+            unpacked = sizes[case.split()[0]]
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             url = f"http://127.0.0.1:{port}/{path.name}"
             decompress = "gzip -dc" if case.endswith("gz") else "zstd -dc"
             for target_label, root in targets.items():
-                shoal_times, base_times, shoal_rss, base_rss = [], [], 0, 0
-                for i in range(args.runs):
-                    out = root / f"run-{i}"
-                    seconds, rss = measure(
-                        [
-                            *shoal,
-                            "image",
-                            "pull",
-                            url,
-                            "--sum",
-                            f"sha256:{digest}",
-                            "--out",
-                            str(out),
-                            "--force",
-                        ],
-                        env,
-                    )
-                    shoal_times.append(seconds)
-                    shoal_rss = max(shoal_rss, rss)
-                    shutil.rmtree(out)
-                    out.mkdir(parents=True)
-                    pipeline = (
-                        f"curl -s {url} | tee >(sha256sum >/dev/null) | {decompress} "
-                        f"| tar -x -C {out}"
-                    )
-                    seconds, rss = measure(["bash", "-c", pipeline], env)
-                    base_times.append(seconds)
-                    base_rss = max(base_rss, rss)
-                    shutil.rmtree(out)
-                s_med, b_med = statistics.median(shoal_times), statistics.median(base_times)
+                out = root / "run"
+                commands = {
+                    "shoal": [
+                        *shoal, "image", "pull", url, "--sum", f"sha256:{digest}",
+                        "--out", str(out), "--force",
+                    ],
+                    "hashed": [
+                        "bash", "-c", f"curl -s {url} | tee >(sha256sum >/dev/null) | "
+                        f"{decompress} | tar -x -C {out}",
+                    ],
+                    "plain": ["bash", "-c", f"curl -s {url} | {decompress} | tar -x -C {out}"],
+                }  # fmt: skip
+                if args.before:  # another build of shoal, for a before/after in one run
+                    commands["before"] = [args.before, *commands["shoal"][len(shoal) :]]
+                times: dict[str, list[float]] = {name: [] for name in commands}
+                peak: dict[str, int] = dict.fromkeys(commands, 0)
+                names = list(commands)
+                for round_ in range(args.runs):
+                    shift = round_ % len(names)
+                    for name in names[shift:] + names[:shift]:
+                        out.mkdir(parents=True)
+                        seconds, rss = measure(commands[name], env)
+                        times[name].append(seconds)
+                        peak[name] = max(peak[name], rss)
+                        shutil.rmtree(out)
+                        if target_label == "disk":
+                            os.sync()  # the next command must not pay for this one's writeback
+                med = {name: statistics.median(values) for name, values in times.items()}
                 mib = unpacked / BLOCK
                 print(
-                    f"{case:10s} {target_label:6s} {s_med:8.2f} {mib / s_med:7.0f} {b_med:8.2f} "
-                    f"{mib / b_med:7.0f} {b_med / s_med:5.2f}x {shoal_rss:5d} {base_rss:8d}"
+                    f"{case:10s} {target_label:6s} {med['shoal']:8.2f} {mib / med['shoal']:6.0f} "
+                    f"{med['hashed']:10.2f} {med['plain']:8.2f} "
+                    f"{med['shoal'] / med['hashed']:5.2f}x {med['shoal'] / med['plain']:5.2f}x "
+                    f"{peak['shoal']:4d} {max(peak['hashed'], peak['plain']):8d}"
+                    + (
+                        f"  before {med['before']:5.2f} s, after/before "
+                        f"{med['shoal'] / med['before']:.2f}x"
+                        if "before" in med
+                        else ""
+                    )
                 )
         server.shutdown()
-        print("targets: big >= 0.90x, small >= 0.60x, shoal peak RSS < 100 MiB")
+        print(f"load: {machine.since()}")
+        print(
+            "ratios are shoal's time over the baseline's (lower is better). Targets: big <= "
+            "1.1x; small <= 1.5x of curl|tar on tmpfs, <= 1.0x on disk; shoal peak RSS < 100 MiB"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)
@@ -599,7 +615,9 @@ def bench_registry(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--only", choices=("archives", "registry"), help="run one of the two benchmarks"
+        "--only",
+        choices=("archives", "small", "registry"),
+        help="run one of the two benchmarks (small: the archives of small files only)",
     )
     parser.add_argument("--quick", action="store_true", help="a trial run: small sizes, few rounds")
     archives = parser.add_argument_group("archives")
@@ -607,6 +625,9 @@ def main() -> None:
     archives.add_argument("--files", type=int, help="default 20000 (--quick: 1000)")
     archives.add_argument("--runs", type=int, help="default 3 (--quick: 1)")
     archives.add_argument("--no-disk", action="store_true", help="skip the on-disk reference")
+    archives.add_argument(
+        "--before", metavar="SHOAL", help="another shoal executable, timed in the same rounds"
+    )
     registry = parser.add_argument_group("registry")
     registry.add_argument("--image-mib", type=int, help="default 200 (--quick: 16)")
     registry.add_argument("--rounds", type=int, help="cold rounds, default 5 (--quick: 2)")
@@ -628,7 +649,7 @@ def main() -> None:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupted)
     try:
-        if args.only in (None, "archives"):
+        if args.only in (None, "archives", "small"):
             bench_archives(args)
         if args.only in (None, "registry"):
             bench_registry(args)

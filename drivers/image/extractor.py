@@ -210,7 +210,16 @@ class Extractor:
     def _file(self, parts: tuple[str, ...], member: Member, mode: int, tar: TarStream) -> None:
         # Written for the 20,000-small-files case: every call and attribute here is per member.
         name = parts[-1]
-        parent = self._dir(parts[:-1], member.name) if len(parts) > 1 else self._root_fd
+        size = member.size
+        if len(parts) == 1:
+            parent = self._root_fd
+        else:
+            where = parts[:-1]
+            parent = self._dirs.get(where, -1)  # the cache hit of _dir, without the call
+            if parent < 0:
+                parent = self._dir(where, member.name)
+            else:
+                self._dirs.move_to_end(where)
         try:
             fd = os.open(name, _CREATE_FILE, mode, dir_fd=parent)
         except FileExistsError:
@@ -221,20 +230,21 @@ class Extractor:
                 lambda: os.open(name, _CREATE_FILE, mode, dir_fd=parent),
             )
         try:
-            whole = tar.small_data(member.size)
+            whole = tar.small_data(size)
             if whole is not None:
-                written = os.write(fd, whole)
-                if written < len(whole):
+                written = os.write(fd, whole) if size else 0  # an empty file needs no call
+                if written < size:
                     _write_all(fd, memoryview(whole)[written:])
             else:
-                for chunk in tar.data(member.size):
+                for chunk in tar.data(size):
                     _write_all(fd, memoryview(chunk))
             if mode & 0o1000:  # sticky is not set by open(); everything else came with it
                 os.fchmod(fd, mode & ~self._umask)
-            os.utime(fd, (member.mtime, member.mtime))
+            mtime = member.mtime
+            os.utime(fd, (mtime, mtime))
         finally:
             os.close(fd)
-        self.bytes_unpacked += member.size
+        self.bytes_unpacked += size
         self._files.add(parts)
 
     def _hardlink(self, parts: tuple[str, ...], member: Member) -> None:

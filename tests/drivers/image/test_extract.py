@@ -144,6 +144,57 @@ def test_many_small_files_through_a_trickling_reader(tmp_path: Path) -> None:
     assert sum(1 for _ in root.rglob("*") if _.is_file()) == 1500
 
 
+class Gulp:
+    """A reader that hands out everything it has left, whatever size was asked for."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self.data = io.BytesIO(data)
+        self.step = step
+
+    def read(self, size: int = -1, /) -> bytes:
+        return self.data.read(self.step)
+
+
+def test_reader_that_ignores_the_size_hint(tmp_path: Path) -> None:
+    """What a reader sends past a big member's end is the next members' headers and data."""
+    big = noise(3 * MIB + 5)
+    entries: list[A.Entry] = [A.File("big", big)]
+    entries += [A.File(f"small/{i}", f"{i}\n".encode() * i, mtime=A.MTIME + i) for i in range(40)]
+    root = tmp_path / "img"
+    root.mkdir()
+    result = extract.extract(Gulp(A.make_tar(entries), 3 * MIB // 2), root, BIG)
+    assert result.entries == 41
+    assert (root / "big").read_bytes() == big
+    for i in range(40):
+        assert (root / f"small/{i}").read_bytes() == f"{i}\n".encode() * i
+        assert int((root / f"small/{i}").stat().st_mtime) == A.MTIME + i
+
+
+@pytest.mark.parametrize("step", [511, 4099, 1024 * 1024 + 3])
+def test_members_straddling_every_refill(tmp_path: Path, step: int) -> None:
+    """Headers and data cut at every offset by the reads; empty files keep mode and time."""
+    entries: list[A.Entry] = []
+    for i in range(600):
+        body = b"" if i % 7 == 0 else bytes([i % 251]) * (i * 13 % 3000)
+        entries.append(A.File(f"d{i % 3}/f{i}", body, mode=0o640, mtime=A.MTIME + i))
+    root = tmp_path / "img"
+    root.mkdir()
+    result = extract.extract(Trickle(A.make_tar(entries), step), root, BIG)
+    assert result.entries == 600
+    for i in range(600):
+        path = root / f"d{i % 3}/f{i}"
+        info = path.stat()
+        assert path.read_bytes() == (b"" if i % 7 == 0 else bytes([i % 251]) * (i * 13 % 3000))
+        assert int(info.st_mtime) == A.MTIME + i
+        assert stat.S_IMODE(info.st_mode) == 0o640 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def test_dot_entries_and_redundant_slashes(tmp_path: Path) -> None:
     data = A.make_tar([A.Dir("./"), A.Dir("./a"), A.File("./a//b/./c", b"c\n")])
     root = tmp_path / "img"
