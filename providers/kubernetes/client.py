@@ -2,7 +2,9 @@
 
 TLS follows the kubeconfig (`tls`): the cluster's CA, the user's client certificate, and
 `tls-server-name` sent as SNI and checked against the server's certificate (httpcore's
-`sni_hostname` request extension); a TLS failure is said as the kubeconfig's to fix.
+`sni_hostname` request extension); a TLS failure is said as the kubeconfig's to fix. A
+plain-HTTP server (`http://`, no proxy) is reached through `plain`'s transport instead of
+httpx's: no SSL context, no httpcore.
 
 Requests go through the shared client (providers.core.http): its retries (creates only when the
 request cannot have been processed: a refused connection, 429), its scrub of every string
@@ -52,11 +54,13 @@ from providers.core.http.policy import ErrorMap, Kind, RetryPolicy, Rule
 from providers.core.urls import display
 from providers.kubernetes.connection import Connection
 from providers.kubernetes.credentials import read_token_file
-from providers.kubernetes.exec_plugin import ExecCredential, exec_credential
-from providers.kubernetes.tls import ssl_context, tls_failure
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
+
+    from providers.kubernetes.exec_plugin import ExecCredential
 
 T = TypeVar("T")
 I_co = TypeVar("I_co", covariant=True)
@@ -134,6 +138,11 @@ class KubeClient:
         self._token = connection.token
         self._exec: ExecCredential | None = None
         self._cert: tuple[bytes, bytes] | None = None  # the exec plugin's, in the TLS context
+        if transport is None:
+            from providers.kubernetes import plain
+
+            if plain.usable(conn.server):
+                transport = plain.PlainTransport()
         self.http = HttpClient(
             conn.server,
             errors=ERRORS.extended(server=self._where(), source=conn.source, user=repr(conn.user)),
@@ -143,7 +152,7 @@ class KubeClient:
             secrets=list(conn.secrets()),  # and what the requests carry: the client learns it
             headers={"Accept": "application/json"},
             transport=transport,
-            verify=lambda: ssl_context(conn, self._exec_cert()),
+            verify=self._ssl_context,
             extensions={"sni_hostname": conn.tls_server_name} if conn.tls_server_name else None,
             follow_redirects=False,
             fatal=self._tls_failure,
@@ -287,6 +296,11 @@ class KubeClient:
             raise ShoalError(f"kubernetes: {method} {path}: expected a JSON object")
         return value
 
+    def _ssl_context(self) -> ssl.SSLContext:
+        from providers.kubernetes.tls import ssl_context
+
+        return ssl_context(self.connection, self._exec_cert())
+
     def _exec_cert(self) -> tuple[bytes, bytes] | None:
         cred = self._exec
         if cred is not None and cred.client_cert and cred.client_key:
@@ -298,6 +312,8 @@ class KubeClient:
         new client certificate from the plugin makes the next connection use it."""
         conn = self.connection
         if conn.exec_plugin is not None:
+            from providers.kubernetes.exec_plugin import exec_credential
+
             self._exec = exec_credential(conn)
             if self._exec_cert() != self._cert:
                 self._cert = self._exec_cert()
@@ -314,6 +330,8 @@ class KubeClient:
         """New credentials after a 401, if there is a way to get them."""
         conn = self.connection
         if conn.exec_plugin is not None:
+            from providers.kubernetes.exec_plugin import exec_credential
+
             self._exec = exec_credential(conn, refresh=True)
             return True
         if conn.token_file is not None:
@@ -328,6 +346,8 @@ class KubeClient:
         return f"{display(conn.server)} (context {conn.context!r})"
 
     def _tls_failure(self, exc: Exception) -> ShoalError | None:
+        from providers.kubernetes.tls import tls_failure
+
         has_exec_cert = self._exec_cert() is not None
         return tls_failure(exc, self.connection, self._where(), has_exec_cert, self.http.scrub)
 

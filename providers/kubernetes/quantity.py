@@ -16,30 +16,34 @@ integer, as the API's parser reads it (`1e1.5` is refused). A bare `E` is the ex
 
 Aggregation works on integers in milli-units (`milli`), with a cache and a fast path for
 the forms nearly every object uses (`2`, `500m`, `16Gi`), because a large cluster has
-hundreds of thousands of them; `parse` gives the exact Fraction for anything else.
+hundreds of thousands of them; `parse` gives the exact Fraction for anything else
+(`fractions`, and the `decimal` it imports, ~3 ms, are imported by the first such value).
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
-from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from providers.core.errors import ShoalError
 
+if TYPE_CHECKING:
+    from decimal import Decimal
+    from fractions import Fraction
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+# A decimal suffix's factor as (numerator, denominator)
 _DECIMAL = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
+    "n": (1, 10**9),
+    "u": (1, 10**6),
+    "m": (1, 10**3),
+    "": (1, 1),
+    "k": (10**3, 1),
+    "M": (10**6, 1),
+    "G": (10**9, 1),
+    "T": (10**12, 1),
+    "P": (10**15, 1),
+    "E": (10**18, 1),
 }
 _QUANTITY = re.compile(
     r"([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE]?)", re.ASCII
@@ -70,6 +74,8 @@ def _text(value: Any, where: str) -> str:
 
 def parse(value: Any, where: str) -> Fraction:
     """The exact value of a quantity, capped and rounded up to 1m as the API does."""
+    from fractions import Fraction
+
     text = _text(value, where)
     match = _QUANTITY.fullmatch(text) if len(text) <= _MAX_LEN else None
     if match is None:
@@ -84,7 +90,7 @@ def parse(value: Any, where: str) -> Fraction:
         exponent = max(-40, min(40, int(suffix[1:])))
         result = mantissa * Fraction(10) ** exponent
     else:
-        result = mantissa * _DECIMAL[suffix]
+        result = mantissa * Fraction(*_DECIMAL[suffix])
     result = min(result, Fraction(_MAX))
     # Round up (away from zero) to a whole milli-unit, the API's finest precision.
     millis = -((-result.numerator * 1000) // result.denominator)
@@ -127,7 +133,7 @@ def _milli_fast(text: str) -> int | None:
         if factor is not None:
             result = int(text[:-2]) * factor * 1000
     elif last in ("k", "M", "G", "T") and head.isdigit():
-        result = int(head) * int(_DECIMAL[last]) * 1000
+        result = int(head) * _DECIMAL[last][0] * 1000
     if result is None or result > _MAX * 1000:
         return None  # the cap is parse's job
     return result
@@ -155,6 +161,8 @@ def fmt(value: Fraction | Decimal | int | float) -> str:
     The same shape as `providers.local.catalog.quantity`, computed exactly (that one takes
     a float; importing it would also pull in the local provider's host probing).
     """
+    from fractions import Fraction
+
     exact = Fraction(value)
     return fmt_ratio(exact.numerator, exact.denominator)
 

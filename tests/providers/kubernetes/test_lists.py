@@ -16,6 +16,7 @@ from providers.core.wire import to_wire
 from providers.kubernetes.capacity import PoolRules, compute, predictions
 from providers.kubernetes.lists import Pod, node_page, pod_page
 from providers.kubernetes.nodes import count_nodes
+from providers.kubernetes.pods import marks_busy
 from tests.providers.kubernetes.objects import (
     container,
     daemon_pod,
@@ -202,3 +203,32 @@ def test_a_pod_of_unexpected_shape_where_the_arithmetic_reads_through_get() -> N
     ]
     weird[0]["metadata"]["annotations"] = "kubernetes.io/config.mirror"  # a string: `in`
     assert_same([node("n", labels={}, cpu="64")], weird)
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        '{"kubernetes.io/config.mirror": "x"}',
+        '{"kubernetes.io\\/config.mirror": "x"}',  # an escaped slash
+        '{"kubernetes.io/config\\u002emirror": "x"}',  # a \u escape inside the name
+        '{"\\u006bubernetes.io/config.mirror": "x"}',
+        '{"a": "kubernetes.io/config.mirror"}',  # in a value only: not the key
+        '{"a": "b", "c": "{\\"d\\": 1}"}',  # escaped quotes (Istio's status), no mirror
+        '["kubernetes.io/config.mirror"]',  # a list: `in` finds the element
+        '"static kubernetes.io/config.mirror"',  # a string: `in` finds the substring
+        "{}",
+        "null",
+        '""',
+    ],
+)
+def test_a_mirror_pod_is_told_from_its_annotations_as_they_are_written(annotations: str) -> None:
+    """The annotations stay JSON until asked; every way of writing the mirror key (escapes
+    included) gives the answer the decoded object gives."""
+    obj = pod("m", "n", annotations={"PLACEHOLDER": ""})
+    text = page([obj]).decode().replace('{"PLACEHOLDER": ""}', annotations)
+    # the standard reading, as a dict, against the typed one
+    [expected] = json.loads(text)["items"]
+    read = pod_page(text.encode())
+    assert read is not None
+    [typed_pod] = read[2]
+    assert typed_pod.marks_busy() == marks_busy(expected)
