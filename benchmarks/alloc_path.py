@@ -20,7 +20,10 @@ of shoal's own code removes.
 
 Run from a regular `pip install .` (not editable):
 
-    python benchmarks/alloc_path.py [--rounds 20] [--only cycle|dry-run]
+    python benchmarks/alloc_path.py [--rounds 20] [--only cycle|dry-run] [--before SHOAL]
+
+`--before SHOAL` times another build (say, a `pip install` of an earlier commit into a venv
+of its own) in the same interleaved rounds, on a ledger of its own.
 """
 
 from __future__ import annotations
@@ -115,18 +118,27 @@ def summary(values: list[float]) -> str:
     return f"{statistics.median(values):7.1f} ms  ({min(values):.0f}-{max(values):.0f})"
 
 
-def run_cycle(rounds: int, shoal: list[str], env: dict[str, str], tmp: Path) -> None:
+def run_cycle(
+    rounds: int, shoal: list[str], env: dict[str, str], tmp: Path, before: list[str] | None
+) -> None:
+    # The build before, when given, on a ledger of its own (its schema may be older).
+    before_env = {**env, "SHOAL_HOME": str(tmp / "before-home")}
+    Path(before_env["SHOAL_HOME"]).mkdir(exist_ok=True)
     for _ in range(2):  # warm-up: caches, the ledger's schema, the host's shape
         shoal_cycle(shoal, env)
         shell_cycle(env, tmp)
+        if before:
+            shoal_cycle(before, before_env)
     machine = Machine()
-    walls: dict[str, list[dict[str, float]]] = {"shoal": [], "shell": []}
+    walls: dict[str, list[dict[str, float]]] = {"shoal": [], "shell": [], "before": []}
     json_ms: list[float] = []
+    parts = ["shoal", "shell", "json", *(["before"] if before else [])]
     for index in range(rounds):
-        order = ("shoal", "shell", "json") if index % 2 == 0 else ("json", "shell", "shoal")
-        for part in order:
+        for part in parts[index % len(parts) :] + parts[: index % len(parts)]:
             if part == "shoal":
                 walls["shoal"].append(shoal_cycle(shoal, env))
+            elif part == "before" and before:
+                walls["before"].append(shoal_cycle(before, before_env))
             elif part == "shell":
                 walls["shell"].append(shell_cycle(env, tmp))
             else:
@@ -135,7 +147,10 @@ def run_cycle(rounds: int, shoal: list[str], env: dict[str, str], tmp: Path) -> 
     print(f"process cycle, {rounds} interleaved rounds, median (min-max); {load}")
     totals = {name: [sum(r.values()) for r in runs] for name, runs in walls.items()}
     yardstick = statistics.median(json_ms)
-    for name, label in (("shoal", "shoal alloc/status/free"), ("shell", "setsid/ps/kill")):
+    labels = [("shoal", "shoal alloc/status/free"), ("shell", "setsid/ps/kill")]
+    if before:
+        labels.append(("before", "the same, shoal before"))
+    for name, label in labels:
         steps = " + ".join(
             f"{statistics.median([r[s] for r in walls[name]]):.0f}"
             for s in ("alloc", "status", "free")
@@ -154,9 +169,14 @@ def run_cycle(rounds: int, shoal: list[str], env: dict[str, str], tmp: Path) -> 
         f"{worst:+.0f} ms over status --json; {statistics.median(ratio):.2f}x of the shell's "
         "reference line"
     )
+    if before:
+        gain = [s / b for s, b in zip(totals["shoal"], totals["before"], strict=True)]
+        print(f"  per round {statistics.median(gain):.2f}x of the build before")
 
 
-def run_dry_run(rounds: int, shoal: list[str], env: dict[str, str], tmp: Path) -> None:
+def run_dry_run(
+    rounds: int, shoal: list[str], env: dict[str, str], tmp: Path, before: list[str] | None
+) -> None:
     floor = tmp / "floor.py"
     floor.write_text(FLOOR_APP)
     part = tmp / "pydantic_part.py"
@@ -171,6 +191,8 @@ def run_dry_run(rounds: int, shoal: list[str], env: dict[str, str], tmp: Path) -
             "-o", "entry=sleep",
         ],
     }  # fmt: skip
+    if before:
+        cases["the same, shoal before"] = [*before, *cases["shoal alloc --dry-run"][len(shoal) :]]
     for argv in cases.values():
         for _ in range(2):
             timed(argv, env)
@@ -204,6 +226,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--only", choices=("cycle", "dry-run"))
+    parser.add_argument("--before", metavar="SHOAL", help="another build's shoal, timed alike")
     args = parser.parse_args()
     check_installed()
     import typer
@@ -214,10 +237,11 @@ def main() -> None:
         home.mkdir()
         env = {**os.environ, "SHOAL_HOME": str(home), "NO_COLOR": "1", "COLUMNS": "120"}
         shoal = shoal_command()
+        before = [args.before] if args.before else None
         if args.only in (None, "cycle"):
-            run_cycle(args.rounds, shoal, env, Path(tmp))
+            run_cycle(args.rounds, shoal, env, Path(tmp), before)
         if args.only in (None, "dry-run"):
-            run_dry_run(args.rounds, shoal, env, Path(tmp))
+            run_dry_run(args.rounds, shoal, env, Path(tmp), before)
 
 
 if __name__ == "__main__":

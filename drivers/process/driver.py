@@ -93,6 +93,9 @@ class ProcessDriver:
         self._config = b""
         self._cfg: Config | None = DEFAULTS
         self._root: Path | None = None
+        # Allocations this process has stopped whole (finish): deallocate, a moment later,
+        # need not scan /proc for them again.
+        self._stopped: set[str] = set()
 
     def name(self) -> str:
         return self._name
@@ -329,6 +332,7 @@ class ProcessDriver:
         """Stop the workload if it still runs (its supervisor does it: SIGTERM, grace,
         SIGKILL), keeping its workspace; how it ended."""
         stop(self, res)
+        self._stopped.add(res.identifier)
         return self.describe(res)
 
     def logs(self, res: Resource, *, tail: int | None, follow: bool) -> Iterator[bytes]:
@@ -341,7 +345,8 @@ class ProcessDriver:
 
     def deallocate(self, res: Resource) -> None:
         workspace = self.workspace(res.identifier)
-        stop(self, res)
+        if res.identifier not in self._stopped:
+            stop(self, res)
         shutil.rmtree(workspace, ignore_errors=True)
         if workspace.exists():
             raise ShoalError(f"process driver: could not remove workspace {workspace}")
