@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli import output, tables
+from cli import output
 from cli.commands.catalog_query import catalog_for
 from cli.commands.options import (
     ContextOpt,
@@ -51,6 +51,7 @@ def regions(
     if output.names():
         output.emit_names(r.name for r in found)
         return
+    from cli import tables
     from cli.tables import Col
 
     # Zones, a list, go under their region on a narrow terminal, wrapped between names.

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from cli import output, tables
+from cli import output
 from cli.commands.catalog_query import catalog_for, query_of
 from cli.commands.options import (
     ContextOpt,
@@ -96,6 +96,7 @@ def _resource_table(title: str, found: list[list[Any]], window: bool) -> None:
     """Rows of [at (window), region, level, class, scheduled at, resource, figures...]. The
     region and level head their rows on a narrow terminal; a scheduled point says when it
     comes (`in 2h`), and `-o wide` its time."""
+    from cli import tables
     from cli.render import SCHEDULED, starts_in
     from cli.tables import Col
     from providers.core.timeutil import utcnow

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli import output, tables
+from cli import output
 from cli.commands.driver_service import flush_warnings, open_service
 from cli.commands.flags import not_empty
 from cli.commands.options import JsonOpt, NoHeadersOpt, OutputOpt, QuietOpt
@@ -161,6 +161,8 @@ def status(
     table_rows += [
         [f"detail.{k}", v] for k, v in (one.detail or {}).items() if v not in ("", None)
     ]
+    from cli import tables  # not for --json: no table, no Rich
+
     tables.table(None, ["Field", "Value"], table_rows)
     if one.drift:
         output.warn(f"drift: {one.drift}")
@@ -280,6 +282,7 @@ def _stdout_to_devnull() -> None:
 
 
 def _allocation_table(title: str, rows: "list[Summary]") -> None:
+    from cli import tables
     from cli.render import allocation_columns, allocation_rows
 
     if not rows:

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cli import output, tables
+from cli import output
 from cli.commands.catalog_query import catalog_for, query_of
 from cli.commands.options import (
     ContextOpt,
@@ -70,6 +70,7 @@ def types(
     if output.names():  # a type in several regions is named once
         output.emit_names(dict.fromkeys(s.name for s in specs))
         return
+    from cli import tables
     from cli.tables import Col
 
     # A narrow terminal heads the rows of a region with its name, then leaves out GPU

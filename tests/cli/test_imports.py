@@ -63,6 +63,7 @@ def test_json_commands_do_not_import_rich_or_parsers(home: Path) -> None:
     for args in JSON_COMMANDS:
         loaded = _modules(home, *args)
         assert not (_top(loaded) & (NEVER_AT_START | {"rich"})), args
+        assert "cli.tables" not in loaded, args  # the table module is for tables (~3 ms)
 
 
 def test_config_sections_are_checked_by_the_commands_that_read_them(home: Path) -> None:
