@@ -27,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.container import outcome
 from drivers.container.defaults import DEFAULTS, Config
-from drivers.container.images import UNSAFE_NAME, missing_image, resolve_image
-from drivers.spec.capacity import Totals, fit_count, never_fits
 from drivers.spec.types import (
     ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
@@ -39,12 +37,15 @@ from drivers.spec.types import (
 )
 from providers.core.errors import NotFoundError, ShoalError, UsageError
 from providers.core.settings import Settings
-from providers.core.ttlcache import TtlCache
 
+# What only `alloc` (capacity, images, the engine's totals) or a task needs is imported where
+# it is used: `status` and `free` of an allocation are a process each, and import this module
+# for an inspect, a stop and a removal.
 if TYPE_CHECKING:
     from drivers.container.engine import Engine
     from drivers.container.model import ContainerOptions
     from drivers.spec.base import ResourceDriverTask
+    from drivers.spec.capacity import Totals
 
 MANAGED_BY = "dev.shoal.managed-by"
 ALLOCATION_LABEL = "dev.shoal.allocation"
@@ -133,6 +134,8 @@ class ContainerDriver:
         is kept in the cache dir for a few minutes per engine address; a /_ping (a few ms)
         still proves the engine is there each time."""
         if self._totals is None:
+            from providers.core.ttlcache import TtlCache
+
             engine = self.engine()
             cache = TtlCache(self._settings.paths.cache_dir / "container-engines.json")
             totals = _totals(cache.get("totals", engine.address))
@@ -182,6 +185,8 @@ class ContainerDriver:
     def totals(self) -> Totals:
         """The most one container may ask: the configured limits, never above the engine's
         own CPUs and memory (the limits may overcommit the engine, not one container)."""
+        from drivers.spec.capacity import Totals
+
         cpu, ram = self._limits()
         engine_cpus, engine_ram = self._engine_totals()
         return Totals(
@@ -198,6 +203,8 @@ class ContainerDriver:
         )
 
     def available_capacity(self, node_usage: Resources, req: LabelDefinition) -> int:
+        from drivers.spec.capacity import fit_count, never_fits
+
         cpu, ram = self._limits()
         refusal = never_fits(self._name, self.totals(), req.resources)
         if refusal is not None:
@@ -214,6 +221,8 @@ class ContainerDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def allocate(self, definition: LabelDefinition, metadata: dict[str, Any]) -> Resource:
+        from drivers.container.images import UNSAFE_NAME, resolve_image
+
         deadline = definition.resources.expires  # the ledger row's, decided by the service
         opts = self._options(definition)
         engine = self.engine()
@@ -282,6 +291,8 @@ class ContainerDriver:
     ) -> str:
         """The container, made; a registry image the engine lacks is pulled first (as
         `docker run` does), through the engine with the credential shoal finds (pull.py)."""
+        from drivers.container.images import missing_image
+
         try:
             return engine.create(name, body)
         except NotFoundError:
@@ -301,8 +312,13 @@ class ContainerDriver:
             raise
 
     def cid(self, res: Resource) -> str:
-        meta = res.metadata or {}
-        return str(meta.get("container") or UNSAFE_NAME.sub("-", f"shoal-{res.identifier}"))
+        recorded = (res.metadata or {}).get("container")
+        if recorded:
+            return str(recorded)
+        # No id recorded (an alloc interrupted before its create answered): the name it gave.
+        from drivers.container.images import UNSAFE_NAME
+
+        return UNSAFE_NAME.sub("-", f"shoal-{res.identifier}")
 
     def status(self, res: Resource) -> str:
         cid = self.cid(res)

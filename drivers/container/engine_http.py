@@ -5,13 +5,21 @@ to the close).
 This API needs no more: no TLS, redirects, proxies, cookies, compression or keep-alive.
 `http.client` would do the same, but it imports `email` (its header parser) and `ssl` with it:
 about 6 ms of every shoal process that speaks to the engine (an `alloc`, `status` and `free`
-are three), more than any of the engine's answers but its container start and stop.
+are three), more than any of the engine's answers but its container start and stop. For the
+same reason a unix socket is the C module's (`_socket`) and its answer is read through a
+buffer of our own: the `socket` module turns its constants into enums as it is imported, ~3 ms
+of every `status` and `free` (a tcp:// engine, rarer, imports it for `create_connection`).
 """
 
 from __future__ import annotations
 
-import socket
+import _socket
+import io
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 _LINE_MAX = 1 << 16  # a status line or a header longer than this is broken
 _HEADERS_MAX = 200
@@ -39,10 +47,10 @@ class Cut(ProtocolError):
     it) went away mid-answer. A followed log tells it from a body framed wrong."""
 
 
-def connect(address: str, timeout: float) -> socket.socket:
+def connect(address: str, timeout: float) -> _socket.socket:
     """A connection to `unix:///path` or `tcp://host:port` (`[v6]:port`); OSError if none."""
     if address.startswith("unix://"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
             sock.connect(address.removeprefix("unix://"))
@@ -50,12 +58,14 @@ def connect(address: str, timeout: float) -> socket.socket:
             sock.close()
             raise
         return sock
+    import socket
+
     host, _, port = address.split("://", 1)[1].rpartition(":")
     return socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
 
 
 def send(
-    sock: socket.socket,
+    sock: _socket.socket,
     method: str,
     target: str,
     headers: Mapping[str, str],
@@ -82,18 +92,31 @@ def send(
         sock.sendall(b"0\r\n\r\n")
 
 
+class _Received(io.RawIOBase):
+    """What arrives on a socket, for a BufferedReader: `socket.makefile("rb")` without the
+    `socket` module. A timeout or a reset is the socket's own error, as there."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        return self._sock.recv_into(buffer)
+
+
 class Response:
     """An answer as it arrives on `sock`: `status`, `reason`, `headers` (names in lower case),
     and its body through `read`; `close` closes the connection."""
 
-    def __init__(self, sock: socket.socket, method: str) -> None:
+    def __init__(self, sock: _socket.socket, method: str) -> None:
         self._sock = sock
-        self._file = sock.makefile("rb")
+        self._file = io.BufferedReader(_Received(sock))
         try:
             self._begin(method)
         except BaseException:
-            # The file holds the socket open (the caller's sock.close() alone would not):
-            # a hostile engine would go on sending into it.
             self._file.close()
             raise
 
