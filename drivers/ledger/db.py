@@ -11,6 +11,7 @@ import contextlib
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -170,6 +171,34 @@ class Totals:
             conn.execute(f"CREATE TRIGGER {name} {body}")
 
 
+class _Connection(sqlite3.Connection):
+    """sqlite3's connection, which a weak reference may name (the C type cannot)."""
+
+
+_OPEN: weakref.WeakSet[sqlite3.Connection] | None = None
+
+
+def _close_at_exit(conn: sqlite3.Connection) -> None:
+    """The console script leaves without the interpreter's teardown (cli.main.run), which is
+    what closed a connection left open: closed at exit, the last connection checkpoints the
+    WAL into the file and removes the -wal and -shm files. Held weakly: a process that opens
+    many ledgers (the tests) must not keep them all, and their files, open; the connection,
+    not its LedgerDb, which may be gone while the connection waits in a reference cycle."""
+    global _OPEN
+    if _OPEN is None:
+        import atexit
+
+        _OPEN = weakref.WeakSet()
+        atexit.register(_close_all)
+    _OPEN.add(conn)
+
+
+def _close_all() -> None:
+    for conn in list(_OPEN or ()):
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+
 class LedgerDb:
     """The SQLite backend: one file, one machine (drivers.ledger.pg is the team's)."""
 
@@ -281,7 +310,9 @@ class LedgerDb:
         if self._conn is not None:
             return self._conn
         try:
-            conn = sqlite3.connect(self.path, timeout=LOCK_STEP_SECONDS, isolation_level=None)
+            conn = sqlite3.connect(
+                self.path, timeout=LOCK_STEP_SECONDS, isolation_level=None, factory=_Connection
+            )
         except sqlite3.Error as exc:
             raise self.failure(exc) from None
         # Definitions may carry credentials: the ledger is its owner's alone, whoever made
@@ -327,6 +358,7 @@ class LedgerDb:
             raise self.failure(exc) from None
         self._present = self._make_indexes(conn)
         self._conn = conn
+        _close_at_exit(conn)
         return conn
 
     def _make_indexes(self, conn: sqlite3.Connection) -> set[str]:

@@ -136,12 +136,13 @@ def _answer(proc: subprocess.Popen[bytes], spec: dict[str, Any]) -> dict[str, An
     received = b""
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + ANSWER_TIMEOUT_SECONDS
+    poller = select.poll()  # not select(): a caller with 1,024 files open has fds past it
+    poller.register(fd, select.POLLIN)
     while b"\n" not in received:
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
+        if not poller.poll(max(1, int(left * 1000))):
             continue
         chunk = os.read(fd, 4096)
         if not chunk:
