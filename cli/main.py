@@ -49,12 +49,19 @@ def run() -> None:
     which checkpoints its WAL; temporary directories' finalizers; a progress bar's stop),
     then stdout and stderr are flushed. Files are closed by the code that writes them (a
     gc audit of the commands found no open file left for teardown to close). main() alone,
-    as the tests' probes call it, returns and leaves teardown to Python."""
+    as the tests' probes call it, returns and leaves teardown to Python, as does an
+    interrupted command."""
     code: object = 0
     try:
         main()
     except SystemExit as done:
         code = done.code
+        if code == INTERRUPTED:
+            # An interrupted command keeps the interpreter's whole exit: what it was doing
+            # when the signal came may finish in a finalizer (a generator's `finally`, a
+            # session closed), and that cleanup matters more than its speed (a claim killed
+            # by SIGTERM on a team ledger once left its booking ALLOCATING without it).
+            raise
     _exit_now(code)
 
 
