@@ -65,16 +65,21 @@ def run_alloc(home: Path, delay: float | None) -> tuple[int, str, str]:
 
 def test_ctrl_c_at_any_offset_leaves_no_unknown_workload(home: Path, shoal_proc) -> None:
     (home / "config.toml").write_text(CONFIG)
-    started = time.monotonic()
-    code, out, err = run_alloc(home, None)
-    whole = time.monotonic() - started
-    assert code == 0, err
+    # The slowest of three whole runs: one lucky fast run on a loaded CI machine put every
+    # offset before the end of the runs that followed, and no run was let finish.
+    wholes = []
+    for _ in range(3):
+        started = time.monotonic()
+        code, out, err = run_alloc(home, None)
+        wholes.append(time.monotonic() - started)
+        assert code == 0, err
+    whole = max(wholes)
     outcomes = {0: 0, 130: 0, -1: 0}
-    held = 1
+    held = 3
     # Offsets over the last part of the run, where the reserve, the spawn and the record
-    # are, in steps of a few milliseconds, plus 0-30 ms from the start.
+    # are, in steps of a few milliseconds, plus 0-30 ms from the start, and past the end.
     offsets = [i * 0.003 for i in range(11)]
-    offsets += [whole * (0.45 + 0.6 * i / 30) for i in range(30)]
+    offsets += [whole * (0.4 + 0.9 * i / 36) for i in range(36)]
     for delay in offsets:
         code, out, err = run_alloc(home, delay)
         # -SIGINT: the signal came before Python installed its handler (a shell says 130);
@@ -102,7 +107,7 @@ def test_ctrl_c_at_any_offset_leaves_no_unknown_workload(home: Path, shoal_proc)
         # Never an exit other than 0 that leaves an allocation behind.
         assert allocated == held, (delay, code, rows)
     # Both endings were reached, so the offsets did cover the interesting span.
-    assert outcomes[0] and outcomes[130], outcomes
+    assert outcomes[0] and outcomes[130], (outcomes, wholes)
     for ident in workloads(home):
         assert shoal_proc("free", ident).returncode == 0
     deadline = time.monotonic() + 30
