@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from drivers.container import outcome
 from drivers.container.defaults import DEFAULTS, Config
+from drivers.definitions.options import InstanceConfig
 from drivers.spec.types import (
     ALLOCATION_ID_KEY,
     STATUS_ALLOCATED,
@@ -74,8 +75,9 @@ class ContainerDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self._config = b""
-        self._cfg: Config | None = DEFAULTS
+        self._cfg = InstanceConfig(
+            "drivers.container.model:ContainerConfig", Config, DEFAULTS, full_name
+        )
         self._engines: dict[str, Engine] = {}  # by address
         self._totals: tuple[int, int] | None = None
         self._stopped: set[str] = set()  # containers `finish` stopped
@@ -107,19 +109,11 @@ class ContainerDriver:
         """The instance's table is checked (pydantic) where it is first read, `cfg`: `alloc`
         reads it, while `status`, `free` and `logs` of an allocation read the engine address
         and grace it was made with (its metadata) and need not."""
-        self._config = config
-        self._cfg = DEFAULTS if config.strip() in (b"", b"{}") else None
+        self._cfg.prepare(config, self._settings.paths.config_file)
 
     @property
     def cfg(self) -> Config:
-        if self._cfg is None:
-            from drivers.container.model import ContainerConfig
-            from drivers.definitions.options import load_config
-
-            path = self._settings.paths.config_file
-            checked = load_config(ContainerConfig, self._config, self._name, path)
-            self._cfg = Config(**checked.model_dump())
-        return self._cfg
+        return self._cfg.get()
 
     def _grace(self, res: Resource) -> int:
         """The grace of the allocation's stop: the one it was made with (its container's

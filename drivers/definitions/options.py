@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from providers.core.errors import ConfigError
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from providers.core.settings import Paths
 
     M = TypeVar("M", bound=BaseModel)
+
+C = TypeVar("C")
 
 
 def load_config(model: type[M], config: bytes, driver_name: str, config_file: Path) -> M:
@@ -34,6 +36,39 @@ def load_config(model: type[M], config: bytes, driver_name: str, config_file: Pa
     except ValueError as exc:
         raise ConfigError(f"driver {driver_name}: config is not JSON: {exc}") from None
     return schema.validate(model, raw, schema.config_place(config_file, "drivers", driver_name))
+
+
+class InstanceConfig(Generic[C]):
+    """A driver instance's table as the plain values the driver reads (`plain`, no pydantic),
+    checked by its pydantic `model` (an import string) the first time it is read. With no
+    table the `defaults` are read and nothing is imported: `status`, `free` and `logs` of an
+    instance without a table never load pydantic."""
+
+    __slots__ = ("_config", "_defaults", "_driver_name", "_file", "_model", "_plain", "_value")
+
+    def __init__(self, model: str, plain: Callable[..., C], defaults: C, driver_name: str) -> None:
+        self._model = model
+        self._plain = plain
+        self._defaults = defaults
+        self._driver_name = driver_name
+        self._config = b""
+        self._file: Path | None = None
+        self._value: C | None = defaults
+
+    def prepare(self, config: bytes, config_file: Path) -> None:
+        self._config = config
+        self._file = config_file
+        self._value = self._defaults if config.strip() in (b"", b"{}") else None
+
+    def get(self) -> C:
+        if self._value is None:
+            from providers.core.plugins import import_string
+
+            assert self._file is not None  # a table only comes through prepare
+            model = import_string(self._model)
+            checked = load_config(model, self._config, self._driver_name, self._file)
+            self._value = self._plain(**checked.model_dump())
+        return self._value
 
 
 def parse_options(model: type[M], options: Mapping[str, Any], *, booking: bool = False) -> M:

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drivers.definitions.options import (
+    InstanceConfig,
     check_meta_names,
     ensure_workspace,
-    load_config,
     parse_options,
 )
 from drivers.ledger.open import supervisor_ledger
@@ -90,8 +90,9 @@ class ProcessDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._settings = settings
-        self._config = b""
-        self._cfg: Config | None = DEFAULTS
+        self._cfg = InstanceConfig(
+            "drivers.process.model:ProcessConfig", Config, DEFAULTS, full_name
+        )
         self._root: Path | None = None
         # Allocations this process has stopped whole (finish): deallocate, a moment later,
         # need not scan /proc for them again.
@@ -106,19 +107,12 @@ class ProcessDriver:
     def prepare(self, config: bytes) -> None:
         """The instance's table is checked (pydantic) where it is first read, `cfg`; with no
         table, `status`, `free` and `logs` read the defaults and import no pydantic."""
-        self._config = config
-        self._cfg = DEFAULTS if config.strip() in (b"", b"{}") else None
+        self._cfg.prepare(config, self._settings.paths.config_file)
         self._root = None
 
     @property
     def cfg(self) -> Config:
-        if self._cfg is None:
-            from drivers.process.model import ProcessConfig
-
-            path = self._settings.paths.config_file
-            checked = load_config(ProcessConfig, self._config, self._name, path)
-            self._cfg = Config(**checked.model_dump())
-        return self._cfg
+        return self._cfg.get()
 
     @property
     def root(self) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drivers.definitions.limits import MAX_DELAY_SECONDS
-from drivers.definitions.options import ensure_workspace, load_config, parse_options, roll
+from drivers.definitions.options import InstanceConfig, ensure_workspace, parse_options, roll
 from drivers.spec.base import CAPACITY_ERROR, ResourceDriverTask
 from drivers.spec.capacity import Totals, fit_count
 from drivers.spec.types import (
@@ -66,8 +66,7 @@ class TestDriver:
     def __init__(self, full_name: str, settings: Settings) -> None:
         self._name = full_name
         self._paths = settings.paths
-        self._config = b""
-        self._cfg: Config | None = DEFAULTS
+        self._cfg = InstanceConfig("drivers.test.model:TestConfig", Config, DEFAULTS, full_name)
         self._workspace: Path | None = None
 
     def name(self) -> str:
@@ -79,18 +78,12 @@ class TestDriver:
     def prepare(self, config: bytes) -> None:
         """The table is checked (pydantic) where it is first read, `cfg`: `status` and
         `free` of an instance without one import no pydantic."""
-        self._config = config
-        self._cfg = DEFAULTS if config.strip() in (b"", b"{}") else None
+        self._cfg.prepare(config, self._paths.config_file)
         self._workspace = None
 
     @property
     def cfg(self) -> Config:
-        if self._cfg is None:
-            from drivers.test.model import TestConfig
-
-            checked = load_config(TestConfig, self._config, self._name, self._paths.config_file)
-            self._cfg = Config(**checked.model_dump())
-        return self._cfg
+        return self._cfg.get()
 
     @property
     def workspace(self) -> Path:
