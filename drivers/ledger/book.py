@@ -374,8 +374,10 @@ class Ledger(LedgerWaiters):
         note: str | None = None,
         expect: tuple[str, ...] | None = None,
         owner: bool = False,
+        held_by_me: bool = False,
     ) -> bool:
-        """Move a row to `status` (only from `expect`, if given); True if it moved."""
+        """Move a row to `status` (only from `expect`, if given; with `held_by_me`, only a
+        row this process owns); True if it moved."""
         now = stamp(self.clock())
         sets = ["status=?", "updated=?", "note=?"]
         params: list[Any] = [status, now, note]
@@ -390,6 +392,12 @@ class Ledger(LedgerWaiters):
         if expect:
             sql += f" AND status IN ({', '.join('?' * len(expect))})"
             params += list(expect)
+        if held_by_me:
+            sql += " AND owner_pid=? AND owner_start=?"
+            params += list(procinfo.self_identity())
+            if self.team:
+                sql += " AND owner_host=?"
+                params.append(self.host)
         with self._write() as conn:
             if expect and FREEING in expect:
                 self._sweep(conn, now)

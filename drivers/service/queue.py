@@ -561,17 +561,27 @@ def _claim(
     left = math.ceil((ends - ctx.ledger.clock()).total_seconds())
     definition.resources.lifetime = f"{max(1, left)}s"
     metadata = {**row.metadata, **metadata}  # the claim's add to the booking's
-    ctx.ledger.claim(
-        alloc_id, to_wire(definition), metadata, fits=fits, remote_driver=team_pool(driver)
-    )
 
-    def undo(note: str) -> None:
+    def undo(note: str, *, held_by_me: bool = False) -> None:
         ctx.ledger.set_status(
             alloc_id, L.RESERVED, note=f"claim failed ({note}); still reserved until it lapses",
-            expect=(L.ALLOCATING,),
+            expect=(L.ALLOCATING,), held_by_me=held_by_me,
         )  # fmt: skip
 
-    return bring_up(ctx, driver, definition, metadata, alloc_id, ends, committed, undo=undo)
+    try:
+        ctx.ledger.claim(
+            alloc_id, to_wire(definition), metadata, fits=fits, remote_driver=team_pool(driver)
+        )
+        return bring_up(ctx, driver, definition, metadata, alloc_id, ends, committed, undo=undo)
+    except KeyboardInterrupt:
+        # The signal may land once the server committed the claim but before its answer was
+        # read, or before bring_up holds the row: it is ALLOCATING and ours, with no undo on
+        # the way. Past that, bring_up's own undo has run and this moves nothing.
+        from drivers.service.context import no_interrupts
+
+        with no_interrupts(), contextlib.suppress(ShoalError):
+            undo("interrupted", held_by_me=True)
+        raise
 
 
 def _remaining(wait: Wait, began: float) -> float | None:

@@ -321,3 +321,49 @@ def test_the_schema_of_a_version_1_ledger_is_upgraded_in_place(home: Path) -> No
         assert ledger._db.conn().execute("PRAGMA user_version").fetchone()[0] == 3
     finally:
         ledger.close()
+
+
+def test_a_claim_interrupted_as_its_commit_is_answered_leaves_the_booking_reserved(
+    ctx: Drivers, clock: Clock
+) -> None:
+    """Ctrl-C (or SIGTERM/SIGHUP, which a claim turns into it) may land once the server
+    has committed the claim but before its answer is read: the row is ALLOCATING and the
+    claim's, and no allocation's undo holds it yet."""
+    reserved = book(ctx, 2, 2, clock.now + MINUTE, "1h")
+    clock.advance(2 * MINUTE)
+    real = ctx.ledger.claim
+
+    def committed_then_interrupted(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    ctx.ledger.claim = committed_then_interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        claim(ctx, reserved)
+    row = ctx.ledger.get(reserved)
+    assert (row.status, row.owner_pid) == (L.RESERVED, None)
+    assert "interrupted" in (row.note or "")
+    ctx.ledger.claim = real  # type: ignore[method-assign]
+    assert claim(ctx, reserved) == reserved
+
+
+def test_an_interrupted_claim_gives_back_only_a_row_it_holds(ctx: Drivers, clock: Clock) -> None:
+    """The give-back is conditional on the row being this process's claim: one another
+    shoal holds (its claim won the row) is left to it."""
+    reserved = book(ctx, 2, 2, clock.now + MINUTE, "1h")
+    clock.advance(2 * MINUTE)
+    real = ctx.ledger.claim
+
+    def another_won_then_interrupted(*args: object, **kwargs: object) -> None:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        with ctx.ledger._write() as conn:  # the row as another live shoal's claim
+            conn.execute(
+                "UPDATE allocations SET owner_pid=1, owner_start=1 WHERE id=?", (reserved,)
+            )
+        raise KeyboardInterrupt
+
+    ctx.ledger.claim = another_won_then_interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        claim(ctx, reserved)
+    row = ctx.ledger.get(reserved)
+    assert (row.status, row.owner_pid) == (L.ALLOCATING, 1)
