@@ -131,11 +131,14 @@ class LocalCatalog:
     # -- resources ---------------------------------------------------------------------------
 
     def supply(self) -> ResourceItem:
+        from providers.local.supply import net_supply
+
+        cpu, ram_gib = net_supply(
+            self.host.vcpus, self.host.memory_gib, self.reserve_cpu, self.reserve_ram_gib
+        )
         item: ResourceItem = {
-            "cpu": {"vcpu": quantity(max(0.0, self.host.vcpus - self.reserve_cpu))},
-            "memory": {
-                "GiB": quantity(max(0.0, round(self.host.memory_gib - self.reserve_ram_gib, 2)))
-            },
+            "cpu": {"vcpu": quantity(cpu)},
+            "memory": {"GiB": quantity(ram_gib)},
             "instance": {INSTANCE_TYPE: "1"},
         }
         if self.host.gpus:

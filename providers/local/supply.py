@@ -20,7 +20,11 @@ def local_supply(settings: Settings) -> tuple[float, float]:
 
         local = config_model(settings, LocalSection, PROVIDER)
         reserve_cpu, reserve_ram_gib = local.reserve_cpu, local.reserve_ram_gib
-    return (
-        max(0.0, host.vcpus - reserve_cpu),
-        max(0.0, round(host.memory_gib - reserve_ram_gib, 2)),
-    )
+    return net_supply(host.vcpus, host.memory_gib, reserve_cpu, reserve_ram_gib)
+
+
+def net_supply(
+    vcpus: float, memory_gib: float, reserve_cpu: float, reserve_ram_gib: float
+) -> tuple[float, float]:
+    """(vCPUs, GiB) left of a host's after the reserve, never below zero; GiB to 0.01."""
+    return max(0.0, vcpus - reserve_cpu), max(0.0, round(memory_gib - reserve_ram_gib, 2))

@@ -164,6 +164,21 @@ def test_reserve_larger_than_host_leaves_zero_supply(make_catalog: MakeCatalog) 
     assert stat.supply["memory"] == {"GiB": "0"}
 
 
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"local": {"reserve_cpu": 0.5, "reserve_ram_gib": 1.25}}, {"local": {"reserve_cpu": 1e6}}],
+)
+def test_the_process_drivers_supply_is_the_catalogs(home: Path, config: dict[str, Any]) -> None:
+    """The process driver reads the host's supply without the catalog's models: the same
+    figures as `shoal resources` shows."""
+    from providers.local.supply import local_supply
+
+    settings = Settings(paths=Paths.from_env({"SHOAL_HOME": str(home)}), config=config)
+    supply = LocalCatalog.from_settings(settings).supply()
+    cpu, ram_gib = local_supply(settings)
+    assert (float(supply["cpu"]["vcpu"]), float(supply["memory"]["GiB"])) == (cpu, ram_gib)
+
+
 def test_allocated_comes_from_the_allocation_source(make_catalog: MakeCatalog) -> None:
     catalog = make_catalog(
         {"local": {"reserve_cpu": 0}}, usage("test", 1, 2), usage("process", 0, 1)
