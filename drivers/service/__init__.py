@@ -8,9 +8,9 @@ its own module and is re-exported here:
 - drivers.service.bring_up: prepare, check_metadata, bring_up (allocate in the driver, record)
 - drivers.service.alloc: allocate, dry_run
 - drivers.service.queue: `alloc --wait`, `--at` and `--reservation` (wait, book, claim)
-- drivers.service.status: status, Listing, list_allocations, remote_allocations
-- drivers.service.wait: wait (until allocations end or are allocated)
-- drivers.service.free: free, free_expired, free_expired_remote, free_remote, free_failed
+- drivers.service.listing: status, Listing, list_allocations, remote_allocations
+- drivers.service.waiting: wait (until allocations end or are allocated)
+- drivers.service.freeing: free, free_expired, free_expired_remote, free_remote, free_failed
 - drivers.service.tasks: run_task
 
 Every use case first cleans up after shoal processes that died mid-operation, so a
@@ -22,35 +22,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Imported now: three use cases share their names with their modules, and importing a
-# submodule sets the package's attribute of that name to the module; binding the functions
-# here, after, is what keeps `service.status`, `service.free` and `service.wait` functions.
-from drivers.service.free import free
-from drivers.service.status import status
-from drivers.service.wait import wait
-
 if TYPE_CHECKING:
     from drivers.service.alloc import allocate, dry_run
     from drivers.service.bring_up import check_metadata, prepare
     from drivers.service.context import Drivers, describe
-    from drivers.service.free import (
+    from drivers.service.freeing import (
         OTHER_FREE_WAIT_SECONDS,
+        free,
         free_expired,
         free_expired_remote,
         free_failed,
         free_remote,
     )
-    from drivers.service.recovery import expire, recover
-    from drivers.service.status import (
+    from drivers.service.listing import (
         SORT_KEYS,
         Listing,
         list_allocation_objects,
         list_allocations,
         list_allocations_json,
         remote_allocations,
+        status,
     )
+    from drivers.service.recovery import expire, recover
     from drivers.service.tasks import run_task
-    from drivers.service.wait import Waited
+    from drivers.service.waiting import Waited, wait
     from drivers.spec.types import ALLOCATION_ID_KEY
 
 # Each name's module, imported when the name is first asked for (PEP 562): `status ID` and
@@ -58,26 +53,29 @@ if TYPE_CHECKING:
 _HOME = {
     "ALLOCATION_ID_KEY": "drivers.spec.types",
     "Drivers": "drivers.service.context",
-    "Listing": "drivers.service.status",
-    "OTHER_FREE_WAIT_SECONDS": "drivers.service.free",
-    "SORT_KEYS": "drivers.service.status",
-    "Waited": "drivers.service.wait",
+    "Listing": "drivers.service.listing",
+    "OTHER_FREE_WAIT_SECONDS": "drivers.service.freeing",
+    "SORT_KEYS": "drivers.service.listing",
+    "Waited": "drivers.service.waiting",
     "allocate": "drivers.service.alloc",
     "check_metadata": "drivers.service.bring_up",
     "describe": "drivers.service.context",
     "dry_run": "drivers.service.alloc",
     "expire": "drivers.service.recovery",
-    "free_expired": "drivers.service.free",
-    "free_expired_remote": "drivers.service.free",
-    "free_failed": "drivers.service.free",
-    "free_remote": "drivers.service.free",
-    "list_allocation_objects": "drivers.service.status",
-    "list_allocations": "drivers.service.status",
-    "list_allocations_json": "drivers.service.status",
+    "free": "drivers.service.freeing",
+    "free_expired": "drivers.service.freeing",
+    "free_expired_remote": "drivers.service.freeing",
+    "free_failed": "drivers.service.freeing",
+    "free_remote": "drivers.service.freeing",
+    "list_allocation_objects": "drivers.service.listing",
+    "list_allocations": "drivers.service.listing",
+    "list_allocations_json": "drivers.service.listing",
     "prepare": "drivers.service.bring_up",
     "recover": "drivers.service.recovery",
-    "remote_allocations": "drivers.service.status",
+    "remote_allocations": "drivers.service.listing",
     "run_task": "drivers.service.tasks",
+    "status": "drivers.service.listing",
+    "wait": "drivers.service.waiting",
 }
 
 

@@ -467,7 +467,7 @@ def reserved_definition(ctx: Drivers, alloc_id: str) -> dict[str, Any]:
 
 def _claimable_here(ctx: Drivers, row: Allocation) -> None:
     """A booking of a machine-scoped driver holds its own machine's room: only there."""
-    from drivers.service.status import elsewhere
+    from drivers.service.listing import elsewhere
 
     if elsewhere(ctx, row):
         raise UsageError(

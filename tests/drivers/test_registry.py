@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from drivers import registry
-from drivers.service.status import Listing
+from drivers.service.listing import Listing
 from providers.core.errors import ConfigError
 from providers.core.settings import Settings
 

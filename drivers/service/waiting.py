@@ -20,7 +20,7 @@ from typing import Any
 
 from drivers.ledger import book as L
 from drivers.service.context import Drivers
-from drivers.service.status import status
+from drivers.service.listing import status
 from drivers.spec.views import StatusView
 from providers.core.errors import NotFoundError, RetryableError, ShoalError, UsageError
 

@@ -9,8 +9,8 @@ from typing import Any
 from drivers.ledger import book as L
 from drivers.ledger.book import Allocation
 from drivers.service.context import Drivers, describe, no_interrupts, resource_of, with_outcome
+from drivers.service.listing import elsewhere, remote_allocations
 from drivers.service.recovery import recover
-from drivers.service.status import elsewhere, remote_allocations
 from drivers.spec.views import FreeResult, unknown_allocation
 from providers.core.errors import LedgerWriteError, NotFoundError, RetryableError, ShoalError
 
