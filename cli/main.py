@@ -57,10 +57,12 @@ def run() -> None:
     except SystemExit as done:
         code = done.code
         if code == INTERRUPTED:
-            # An interrupted command keeps the interpreter's whole exit: what it was doing
-            # when the signal came may finish in a finalizer (a generator's `finally`, a
-            # session closed), and that cleanup matters more than its speed (a claim killed
-            # by SIGTERM on a team ledger once left its booking ALLOCATING without it).
+            # An interrupted command keeps the interpreter's whole exit: its cleanup matters
+            # more than its speed, and a signal may have cut short code whose undo a
+            # finalizer (a generator's `finally`, a session closed) completes. A claim once
+            # left its booking ALLOCATING after SIGHUP on a team ledger: that window (the
+            # signal between the claim's commit and its undo's reach) is now closed in
+            # drivers.service.queue itself, and this stays a second line.
             raise
     _exit_now(code)
 
