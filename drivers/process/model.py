@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from drivers.definitions.fields import ENV, Command, Env, EnvName
+from drivers.process.defaults import DEFAULTS
 from providers.core.strict import Count, NonNegative, Strict
 
 SUPPLY = "0 = the local supply: host minus reserve"
@@ -17,14 +18,23 @@ SUPPLY = "0 = the local supply: host minus reserve"
 class ProcessConfig(Strict):
     """[drivers."process/INSTANCE"]"""
 
-    cpu_limit: Count = Field(0, description=f"vCPUs to hand out, {SUPPLY}")
-    ram_limit: Count = Field(0, description=f"GiB to hand out, {SUPPLY}")
-    cpu_overbook: Count = Field(0, description="extra vCPUs tenants may share when all allow it")
-    ram_overbook: Count = Field(0, description="extra GiB tenants may share when all allow it")
-    grace_seconds: NonNegative = Field(10.0, description="SIGTERM -> SIGKILL grace on free")
-    workspace: str = Field("", description="root of the workspaces (default: the state dir)")
+    cpu_limit: Count = Field(DEFAULTS.cpu_limit, description=f"vCPUs to hand out, {SUPPLY}")
+    ram_limit: Count = Field(DEFAULTS.ram_limit, description=f"GiB to hand out, {SUPPLY}")
+    cpu_overbook: Count = Field(
+        DEFAULTS.cpu_overbook, description="extra vCPUs tenants may share when all allow it"
+    )
+    ram_overbook: Count = Field(
+        DEFAULTS.ram_overbook, description="extra GiB tenants may share when all allow it"
+    )
+    grace_seconds: NonNegative = Field(
+        DEFAULTS.grace_seconds, description="SIGTERM -> SIGKILL grace on free"
+    )
+    workspace: str = Field(
+        DEFAULTS.workspace, description="root of the workspaces (default: the state dir)"
+    )
     env_passthrough: list[EnvName] = Field(
-        [], description="more of shoal's environment variables workloads inherit"
+        list(DEFAULTS.env_passthrough),
+        description="more of shoal's environment variables workloads inherit",
     )
 
 

@@ -27,6 +27,7 @@ from drivers.spec.types import (
     Resource,
     Resources,
 )
+from drivers.test.defaults import DEFAULTS, Config
 from providers.core import schema
 from providers.core.errors import ShoalError, UsageError
 from providers.core.settings import Settings
@@ -35,25 +36,6 @@ from providers.core.wire import format_time
 
 if TYPE_CHECKING:
     from drivers.test.model import TestOptions
-
-
-@dataclass(frozen=True)
-class Config:
-    """[drivers."test/INSTANCE"] as the driver reads it: checked by TestConfig (model.py,
-    whose defaults these are), or these defaults when there is no table."""
-
-    is_remote: bool = False
-    workspace: str = ""
-    cpu_limit: int = 0
-    ram_limit: int = 0
-    cpu_overbook: int = 0
-    ram_overbook: int = 0
-    fail_status: int = 0
-    fail_deallocate: int = 0
-    fail_snapshot: int = 0
-
-
-DEFAULTS = Config()
 
 
 class InjectedFailure(ShoalError):

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from drivers.definitions.fields import Delay, Probability
 from drivers.definitions.limits import MAX_DELAY_SECONDS
+from drivers.test.defaults import DEFAULTS
 from providers.core.strict import Count, Strict
 
 OVERBOOK = "extra {} tenants may share when all allow it"
@@ -18,15 +19,19 @@ class TestConfig(Strict):
 
     __test__ = False  # not a pytest class
 
-    is_remote: bool = Field(False, description="pretend to be remote: not counted on this node")
-    workspace: str = Field("", description="directory for marker files (default: state dir)")
-    cpu_limit: Count = Field(0, description="vCPUs available, 0 unlimited")
-    ram_limit: Count = Field(0, description="GiB available, 0 unlimited")
-    cpu_overbook: Count = Field(0, description=OVERBOOK.format("vCPUs"))
-    ram_overbook: Count = Field(0, description=OVERBOOK.format("GiB"))
-    fail_status: Probability = 0
-    fail_deallocate: Probability = 0
-    fail_snapshot: Probability = 0
+    is_remote: bool = Field(
+        DEFAULTS.is_remote, description="pretend to be remote: not counted on this node"
+    )
+    workspace: str = Field(
+        DEFAULTS.workspace, description="directory for marker files (default: state dir)"
+    )
+    cpu_limit: Count = Field(DEFAULTS.cpu_limit, description="vCPUs available, 0 unlimited")
+    ram_limit: Count = Field(DEFAULTS.ram_limit, description="GiB available, 0 unlimited")
+    cpu_overbook: Count = Field(DEFAULTS.cpu_overbook, description=OVERBOOK.format("vCPUs"))
+    ram_overbook: Count = Field(DEFAULTS.ram_overbook, description=OVERBOOK.format("GiB"))
+    fail_status: Probability = DEFAULTS.fail_status
+    fail_deallocate: Probability = DEFAULTS.fail_deallocate
+    fail_snapshot: Probability = DEFAULTS.fail_snapshot
 
 
 class TestOptions(Strict):

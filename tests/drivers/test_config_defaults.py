@@ -1,6 +1,7 @@
-"""The local drivers keep their settings' defaults twice: in what the driver reads without a
-table (a class of plain values, no pydantic) and in the pydantic model that checks a table.
-They must agree, or a table that leaves a key out would mean something else than no table."""
+"""The local drivers read their settings' defaults without a table from a class of plain
+values (no pydantic), and the pydantic model that checks a table takes its defaults from
+there: they must agree, or a table that leaves a key out would mean something else than no
+table."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _values(config: Any) -> dict[str, Any]:
     ("defaults", "model"),
     [
         ("drivers.process.defaults:DEFAULTS", "drivers.process.model:ProcessConfig"),
-        ("drivers.test.driver:DEFAULTS", "drivers.test.model:TestConfig"),
+        ("drivers.test.defaults:DEFAULTS", "drivers.test.model:TestConfig"),
         ("drivers.container.defaults:DEFAULTS", "drivers.container.model:ContainerConfig"),
     ],
 )
