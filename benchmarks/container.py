@@ -22,8 +22,11 @@ kind alike. Printed per kind: median, quartiles and extremes of the cycles (of t
 the parallel part); per round, shoal's time over the lifecycle's in that same round, with its
 quartiles; in the sequential part the CPU time (user + system) of each cycle's own processes
 (shoal's three or podman's CLI; not the engine's, which serves both, nor the detached
-supervisor's); and the machine's load during each part. Targets (issue 29): shoal at most
-1.5x the lifecycle sequentially and four at a time, both by the median.
+supervisor's); the CPU time of the `podman system service` during each batch ("engine": it
+serves shoal's requests and the supervisors' waits, while podman's CLI does its engine work
+in its own process, counted in "cpu"); and the machine's load during each part. Targets
+(issue 29): shoal at most 1.5x the lifecycle sequentially and four at a time, both by the
+median.
 
 The entry traps SIGTERM and exits at once, as a real service does: a shell as PID 1 would
 ignore SIGTERM and make both sides wait the whole grace.
@@ -122,16 +125,29 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def batch(cycle: Callable[[], float], parallel: int) -> tuple[float, float]:
-    """`parallel` cycles at once: the batch's wall seconds and its processes' CPU seconds."""
-    cpu = children_cpu()
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (all its threads), 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def batch(
+    cycle: Callable[[], float], parallel: int, engine: Callable[[], float]
+) -> tuple[float, float, float]:
+    """`parallel` cycles at once: the batch's wall seconds, its processes' CPU seconds and the
+    engine's CPU seconds meanwhile."""
+    cpu, engine_cpu = children_cpu(), engine()
     start = time.perf_counter()
     if parallel == 1:
         cycle()
     else:
         with ThreadPoolExecutor(parallel) as pool:
             list(pool.map(lambda _: cycle(), range(parallel)))
-    return time.perf_counter() - start, children_cpu() - cpu
+    return time.perf_counter() - start, children_cpu() - cpu, engine() - engine_cpu
 
 
 def idle_machine(seconds: float = 3.0) -> str:
@@ -141,21 +157,26 @@ def idle_machine(seconds: float = 3.0) -> str:
     return f"before the rounds, idle for {seconds:.0f} s: {machine.since()}"
 
 
+Measured = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, list[float]]]
+
+
 def measure(
-    cycles: dict[str, Callable[[], float]], rounds: int, parallel: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Per kind, the wall seconds of each round's batch and its CPU seconds; the kinds take
-    turns within each round, in an order rotated round by round."""
+    cycles: dict[str, Callable[[], float]], rounds: int, parallel: int, engine: Callable[[], float]
+) -> Measured:
+    """Per kind, the wall seconds of each round's batch, its CPU seconds and the engine's; the
+    kinds take turns within each round, in an order rotated round by round."""
     walls: dict[str, list[float]] = {kind: [] for kind in cycles}
     cpus: dict[str, list[float]] = {kind: [] for kind in cycles}
+    engines: dict[str, list[float]] = {kind: [] for kind in cycles}
     kinds = list(cycles)
     for r in range(rounds):
         turn = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
         for kind in turn:
-            wall, cpu = batch(cycles[kind], parallel)
+            wall, cpu, engine_cpu = batch(cycles[kind], parallel, engine)
             walls[kind].append(wall)
             cpus[kind].append(cpu)
-    return walls, cpus
+            engines[kind].append(engine_cpu)
+    return walls, cpus, engines
 
 
 def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
@@ -165,19 +186,26 @@ def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
 
 def report(
     part: str,
-    measured: tuple[dict[str, list[float]], dict[str, list[float]]],
+    measured: Measured,
     parallel: int,
     machine: str,
 ) -> None:
-    walls, cpus = measured
+    walls, cpus, engines = measured
     what = "cycle" if parallel == 1 else f"batch of {parallel}"
     print(f"{part}: {len(walls[SHOAL])} interleaved rounds, ms per {what}; {machine}")
-    print(f"  {'':28} {'median':>7} {'q1':>7} {'q3':>7} {'min':>7} {'max':>7} {'cpu':>7}")
+    print(
+        f"  {'':28} {'median':>7} {'q1':>7} {'q3':>7} {'min':>7} {'max':>7} {'cpu':>7} "
+        f"{'engine':>7}"
+    )
     for kind, values in walls.items():
         q1, median, q3 = (v * 1000 for v in quartiles(values))
         low, high = min(values) * 1000, max(values) * 1000
         cpu = statistics.median(cpus[kind]) * 1000
-        print(f"  {kind:28} {median:7.0f} {q1:7.0f} {q3:7.0f} {low:7.0f} {high:7.0f} {cpu:7.0f}")
+        engine = statistics.median(engines[kind]) * 1000
+        print(
+            f"  {kind:28} {median:7.0f} {q1:7.0f} {q3:7.0f} {low:7.0f} {high:7.0f} {cpu:7.0f} "
+            f"{engine:7.0f}"
+        )
     target = TARGETS["sequential" if parallel == 1 else "parallel"]
     ours = statistics.median(walls[SHOAL])
     paired = [s / b for s, b in zip(walls[SHOAL], walls[LIFECYCLE], strict=True)]
@@ -242,11 +270,15 @@ def main() -> None:
         print(f"shoal: {' '.join(shoal)}; podman: {podman.run('--version').strip()}")
         print(f"entry: {ENTRY}; grace {GRACE} s on both sides; --cpu 1 --ram 1")
         print(idle_machine())
+        assert podman.proc is not None
+        service = podman.proc.pid
         machine = Machine()
-        sequential = measure(cycles, args.rounds, 1)
+        sequential = measure(cycles, args.rounds, 1, lambda: process_cpu(service))
         report("sequential", sequential, 1, machine.since())
         machine = Machine()
-        parallel = measure(cycles, args.parallel_rounds, args.parallel)
+        parallel = measure(
+            cycles, args.parallel_rounds, args.parallel, lambda: process_cpu(service)
+        )
         report(f"parallel x{args.parallel}", parallel, args.parallel, machine.since())
     finally:
         podman.cleanup(before)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from drivers.spec.types import Resource
 from providers.core.errors import NotFoundError
@@ -15,6 +16,14 @@ if TYPE_CHECKING:
     from drivers.container.engine import Engine
 
 DUE_SLACK = 1.0  # seconds: a container that stopped this close to its deadline expired
+# Podman's own wait for what Docker's API calls `condition=not-running` (the states of
+# Podman's Docker-compatible handler, by their libpod names), looked at every 250 ms. Podman
+# before 4.6 (Debian 12 has 4.3) looks at the container without a pause in its Docker-compatible
+# wait (podman#18150): a core of the engine's busy for as long as each container runs.
+PODMAN_WAIT = (
+    "/v4.0.0/libpod/containers/{cid}/wait?condition=created&condition=initialized"
+    "&condition=exited&condition=removing&interval=250ms"
+)
 
 
 def start_supervisor(
@@ -33,18 +42,19 @@ def start_supervisor(
     from drivers.container.engine import API
     from drivers.supervisor.supervise import start_detached
 
-    supervisor = start_detached(
-        {
-            "mode": "container",
-            "address": engine.address,
-            "api": API,
-            "container": cid,
-            "deadline": deadline.timestamp() if deadline is not None else None,
-            "grace": grace,
-            **ledger,  # drivers.ledger.open.supervisor_ledger
-            "allocation": allocation,
-        }
-    )
+    spec: dict[str, Any] = {
+        "mode": "container",
+        "address": engine.address,
+        "api": API,
+        "container": cid,
+        "deadline": deadline.timestamp() if deadline is not None else None,
+        "grace": grace,
+        **ledger,  # drivers.ledger.open.supervisor_ledger
+        "allocation": allocation,
+    }
+    if engine.is_podman():
+        spec["wait"] = PODMAN_WAIT.format(cid=quote(cid, safe=""))
+    supervisor = start_detached(spec)
     meta: dict[str, Any] = {"supervisor": {"pid": supervisor[0], "start": supervisor[1]}}
     if deadline is not None:
         meta["deadline"] = deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,89 +1,79 @@
-"""The supervisor's HTTP to a container engine (unix:// or tcp://), over the standard
-library's http.client: its own module so that a `process` supervisor, which never talks to an
-engine, does not import http.client (and with it email, ssl and socket: ~35 ms of every
-process allocation's start). Run by path beside supervise.py, like procinfo.py."""
+"""The supervisor's HTTP to a container engine (unix:// or tcp://): the container driver's own
+HTTP/1.1 (drivers/container/engine_http.py: `_socket`, one request a connection, its answer's
+framing checked) rather than http.client, which imports email, ssl and socket: ~30 ms of CPU
+of every container supervisor's start, while the next shoal command of the allocation (its
+`status`, its `free`) runs beside it. Its own module, so that a `process` supervisor, which
+never talks to an engine, imports none of it. Run by path beside supervise.py (like
+procinfo.py), it loads engine_http.py by path from the same install."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
+import os
+import sys
+from typing import TYPE_CHECKING
 
-HTTPException = http.client.HTTPException
+if TYPE_CHECKING or __package__:
+    from drivers.container.engine_http import ProtocolError, Response, connect, send
+else:
+    # Run by path (`python -I -S .../supervise.py`): no package, no shoal on sys.path. The
+    # driver's file sits in the same install, ../container/ from here; a supervisor is one
+    # process for one allocation, so the module is loaded once, under a name of its own.
+    import importlib.util
 
+    _path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "container", "engine_http.py"
+    )
+    _spec = importlib.util.spec_from_file_location("shoal_engine_http", _path)
+    assert _spec is not None and _spec.loader is not None
+    _http = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = _http
+    _spec.loader.exec_module(_http)
+    ProtocolError, Response, connect, send = (
+        _http.ProtocolError,
+        _http.Response,
+        _http.connect,
+        _http.send,
+    )
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-def engine_open(
-    address: str, method: str, target: str, timeout: float | None
-) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-    """A request to the engine at `address` (unix:///path or tcp://host:port); the caller
-    reads the answer, then closes the connection. OSError when the engine cannot be reached."""
-    conn: http.client.HTTPConnection
-    if address.startswith("unix://"):
-        conn = _UnixConnection(address.removeprefix("unix://"), timeout)
-    else:
-        conn = http.client.HTTPConnection(address.split("://", 1)[-1], timeout=timeout)
-    try:
-        conn.request(method, target)
-        return conn, conn.getresponse()
-    except BaseException:
-        conn.close()
-        raise
-
-
-def engine_call(address: str, method: str, target: str, timeout: float | None) -> int:
-    """The status of a request whose answer is dropped (its first 64 KiB read)."""
-    conn, response = engine_open(address, method, target, timeout)
-    try:
-        read_capped(response, 1 << 16)
-        return response.status
-    finally:
-        conn.close()
-
-
-def read_capped(response: http.client.HTTPResponse, limit: int) -> bytes:
-    """At most `limit` bytes of an answer's body, however it is framed. `read(limit)` is no
-    cap: http.client takes a chunk size of -1 (a hostile engine's) for "to the end of the
-    stream" and reads all of it into memory; `read1` reads one buffer at a time."""
-    got = bytearray()
-    while len(got) < limit:
-        piece = response.read1(limit - len(got))
-        if not piece:
-            break
-        got += piece
-    return bytes(got[:limit])
+# An answer that is not HTTP/1.1 as it should be (a body cut short is one too): the supervisor
+# takes it as it takes an engine that is away. A timeout is TimeoutError, an engine that
+# cannot be reached or hangs up another OSError.
+HTTPException = ProtocolError
 
 
 def engine_answer(
-    address: str, method: str, target: str, timeout: float | None, limit: int = 1 << 16
+    address: str, method: str, target: str, timeout: float, limit: int = 1 << 16
 ) -> tuple[int, bytes]:
-    """The status and (at most `limit` bytes of) the body of a request."""
-    conn, response = engine_open(address, method, target, timeout)
+    """The status and (at most `limit` bytes of) the body of a request to the engine at
+    `address` (unix:///path or tcp://host:port). `timeout` bounds the connection and each
+    wait for the engine's next bytes, not the whole answer."""
+    sock = connect(address, timeout)
     try:
-        return response.status, read_capped(response, limit)
+        send(sock, method, target, {}, None)
+        response = Response(sock, method)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        # The framing's own checks bound what is read (a chunk size of -1 is refused, not
+        # read as "to the end"), and read_all stops one byte past the cap.
+        return response.status, response.read_all(limit)[:limit]
     finally:
-        conn.close()
+        response.close()
+
+
+def engine_call(address: str, method: str, target: str, timeout: float) -> int:
+    """The status of a request whose answer is dropped (its first 64 KiB read)."""
+    return engine_answer(address, method, target, timeout)[0]
 
 
 def exit_code(body: bytes) -> int | None:
-    """`{"StatusCode": N}`, the answer of /containers/ID/wait."""
+    """The exit code in a /wait answer: `{"StatusCode": N}` (Docker's API), or the bare
+    number Podman's own endpoint (/libpod/containers/ID/wait) answers."""
     try:
-        code = json.loads(body).get("StatusCode")
+        value = json.loads(body)
+        code = value if isinstance(value, int) else value.get("StatusCode")
     except (ValueError, AttributeError, RecursionError):  # not its answer: no code known
         return None
     return code if isinstance(code, int) and not isinstance(code, bool) else None

@@ -558,12 +558,20 @@ def run_container(spec: dict[str, Any]) -> int:
     deadline = float(due) if isinstance(due, (int, float)) else None
     engine = _engine_client()
     condition = "not-running"
+    # Podman's own wait for the same end (the driver names it for a Podman engine): Podman's
+    # Docker-compatible wait before 4.6 polls the container without a pause, a core of the
+    # engine's for as long as the container runs (podman#18150), its own every 250 ms. Any
+    # answer but 200 from it (an engine without it, the container removed meanwhile) is asked
+    # again of the Docker-compatible one, which says what it is as before.
+    own_wait = spec.get("wait") if isinstance(spec.get("wait"), str) else None
     away: float | None = None  # since when the engine has not answered
     while True:
         left = deadline - time.time() if deadline is not None else 3600.0
         if left <= 0:
             break
         target = f"{api}/containers/{cid}/wait?condition={condition}"
+        if own_wait is not None and condition == "not-running":
+            target = str(own_wait)
         try:
             code, body = engine.engine_answer(address, "POST", target, min(left, 3600))
         except TimeoutError:
@@ -579,6 +587,9 @@ def run_container(spec: dict[str, Any]) -> int:
             time.sleep(min(_ENGINE_RETRY_SECONDS, max(left, 0.0)))
             continue
         away = None
+        if target == own_wait and code != 200:
+            own_wait = None
+            continue
         if code == 404:
             if condition == "not-running":
                 record_end(spec, "GONE", {"reason": "removed", "ended": now_text()})

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import socket
 import subprocess
@@ -111,7 +110,7 @@ def test_the_supervisor_reads_at_most_its_cap_of_an_endless_chunk(sock: Path) ->
     thread = threading.Thread(target=serve)
     thread.start()
     try:
-        with contextlib.suppress(OSError, http.client.HTTPException):
+        with contextlib.suppress(OSError, engine_client.HTTPException):
             _, body = engine_client.engine_answer(
                 f"unix://{sock}", "POST", "/v1.41/containers/c1/wait", 30
             )

@@ -70,12 +70,14 @@ def test_a_container_started_again_outside_shoal_is_still_stopped_at_its_deadlin
 ) -> None:
     """The supervisor left when /wait returned on the first stop, and the container ran
     past its expiry with no shoal command run."""
-    made = alloc(shoal, podman_engine, "--lifetime", "6s")
+    # 15 s: alloc, stop and start again must all come before the deadline, or the engine
+    # stops the container at once (a loaded CI machine once took longer than 6 s).
+    made = alloc(shoal, podman_engine, "--lifetime", "15s")
     cid = made["resource"]["metadata"]["container"]
     podman_engine.run("stop", "-t", "0", cid)
     wait_for(lambda: not running(podman_engine, cid), "the stop", timeout=30)
     podman_engine.run("start", cid)
-    assert running(podman_engine, cid)
+    assert running(podman_engine, cid) or datetime.now(UTC) >= due(made)
     # Only the engine is asked until the deadline has passed: no shoal command runs.
     wait_for(lambda: not running(podman_engine, cid), "the container to stop", timeout=60)
     assert datetime.now(UTC) >= due(made)
