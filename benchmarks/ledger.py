@@ -19,6 +19,9 @@ Parts (`--parts`, all by default), each in interleaved rounds, medians with thei
   Targets: dry run within 1.1x, `status --json` 1.5x. SQLite's running totals of the holding
   rows are checked against the rows after the fill; then the floor of `status --json` (an
   empty ledger's, plus SQLite building the rows' JSON and Python writing it) is printed.
+  `--before SHOAL` runs another build (a `pip install` of an earlier commit into a venv of
+  its own) on the same ledgers in the same rounds, with its ratios and the per-round ratio
+  of each command between the two builds; `--big-backends` and `--big-commands` narrow it.
 - wake: a team-scoped capacity of one (`[drivers."test/team"] scope = "team"`) held by
   machine A; machine B's `alloc --wait` queued; A frees. Latency from A's FREED row to B's
   row (both stamped in the ledger) and to B's exit; beside it the same on one machine's
@@ -32,7 +35,8 @@ PostgreSQL's server programs (initdb, pg_ctl). `--quick` is a short smoke run.
 
     python benchmarks/ledger.py [--quick] [--parts sqlite,single,clients,inproc,big,wake]
         [--runs N] [--rows N] [--pg-rows N] [--big-runs N] [--clients 1,4,8] [--rounds N]
-        [--cycles N] [--inproc-cycles N] [--wake-rounds N]
+        [--cycles N] [--inproc-cycles N] [--wake-rounds N] [--before SHOAL]
+        [--big-backends SQLite,PostgreSQL] [--big-commands status,dry-run]
 """
 
 from __future__ import annotations
@@ -361,8 +365,9 @@ def fill_sqlite_copies(home: Path, rows: int) -> None:
 
 
 def fill_pg_copies(team: Team, db: str, host: str, rows: int) -> None:
-    """The same rows on PostgreSQL, by generate_series; then ANALYZE, which autovacuum would
-    do within its next minute after this many inserts."""
+    """The same rows on PostgreSQL, by generate_series; then VACUUM (ANALYZE), which
+    autovacuum would do within its next minute after this many inserts (its insert threshold):
+    done here, it does not run in the middle of the timed rounds."""
     ledger = team.ledger(db, host)
     template = template_row(ledger, rows)
     ledger.close()
@@ -390,7 +395,7 @@ def fill_pg_copies(team: Team, db: str, host: str, rows: int) -> None:
         conn.execute("DELETE FROM allocations WHERE id = %s", (template,))
         conn.commit()
         conn.autocommit = True
-        conn.execute("ANALYZE allocations")
+        conn.execute("VACUUM (ANALYZE) allocations")
 
 
 def live_count(run: Callable[[str], Any], expected: int, where: str) -> None:
@@ -727,32 +732,48 @@ def part_big(run: Run) -> None:
     rows = args.pg_rows
     host = "machine-a"
     empty_sq, full_sq = home_at(run.root, "big-sqlite-empty"), home_at(run.root, "big-sqlite")
-    began = time.perf_counter()
-    fill_sqlite_copies(full_sq, rows)
-    sq_fill = time.perf_counter() - began
-    conn = sqlite3.connect(full_sq / "state" / "ledger.sqlite")
-    try:
-        live_count(lambda sql: conn.execute(sql).fetchone()[0], rows, SQLITE)
-    finally:
-        conn.close()
-    check_totals(full_sq)
+    sq_fill = pg_fill = 0.0
+    if SQLITE in args.big_backends:
+        began = time.perf_counter()
+        fill_sqlite_copies(full_sq, rows)
+        sq_fill = time.perf_counter() - began
+        conn = sqlite3.connect(full_sq / "state" / "ledger.sqlite")
+        try:
+            live_count(lambda sql: conn.execute(sql).fetchone()[0], rows, SQLITE)
+        finally:
+            conn.close()
+        check_totals(full_sq)
     empty_db, full_db = run.new_db(), run.new_db()
-    began = time.perf_counter()
-    fill_pg_copies(team, full_db, host, rows)
-    pg_fill = time.perf_counter() - began
-    with team.cluster.connect(full_db, options="-c search_path=shoal") as pg:
-        live_count(lambda sql: pg.execute(sql).fetchone()[0], rows, PG)
+    if PG in args.big_backends:
+        began = time.perf_counter()
+        fill_pg_copies(team, full_db, host, rows)
+        pg_fill = time.perf_counter() - began
+        with team.cluster.connect(full_db, options="-c search_path=shoal") as pg:
+            live_count(lambda sql: pg.execute(sql).fetchone()[0], rows, PG)
     ledgers = {
         (SQLITE, "empty"): sqlite_env(empty_sq),
         (SQLITE, "full"): sqlite_env(full_sq),
         (PG, "empty"): team.env(empty_db, home_at(run.root, "big-pg-empty"), host),
         (PG, "full"): team.env(full_db, home_at(run.root, "big-pg"), host),
     }
-    commands = {"status --json": ["status", "--json"], "alloc --dry-run": DRY_RUN}
+    backends = [b for b in (SQLITE, PG) if b in args.big_backends]
+    commands = {
+        name: argv
+        for short, (name, argv) in {
+            "status": ("status --json", ["status", "--json"]),
+            "dry-run": ("alloc --dry-run", DRY_RUN),
+        }.items()
+        if short in args.big_commands
+    }
+    # The build before runs on the same ledgers: the schema is the same (a schema-1 shoal
+    # on the team ledger this one reads), so it also shows that the older one still works.
+    builds = {"": run.shoal, **({" before": [args.before]} if args.before else {})}
     cases = {
-        f"{b}|{which}|{name}": ([*run.shoal, *argv], env)
+        f"{b}|{which}|{name}{build}": ([*shoal, *argv], env)
         for (b, which), env in ledgers.items()
+        if b in backends
         for name, argv in commands.items()
+        for build, shoal in builds.items()
     }
     machine = Machine()
     samples = interleaved(cases, args.big_runs, run.procs, warmup=1)
@@ -761,21 +782,40 @@ def part_big(run: Run) -> None:
         f"ms median (min-max); filled in {sq_fill:.1f} s (SQLite) and {pg_fill:.1f} s "
         f"(PostgreSQL) by one INSERT ... SELECT ({machine.since()})"
     )
-    print(f"  {'command':16s} {'backend':10s} {'empty':>20s} {f'{rows:,} live':>24s}  ratio")
+    print(
+        f"  {'command':23s} {'backend':10s} {'empty':>20s} {f'{rows:,} live':>24s}  ratio  "
+        "(per-round ratios)"
+    )
     full: dict[tuple[str, str], float] = {}
     for name in commands:
-        for backend in (SQLITE, PG):
-            empty = samples[f"{backend}|empty|{name}"]
-            filled = samples[f"{backend}|full|{name}"]
-            full[backend, name] = statistics.median(filled)
-            ratio = statistics.median(filled) / statistics.median(empty)
-            print(
-                f"  {name:16s} {backend:10s} {spread(empty):>20s} {spread(filled):>24s}  "
-                f"{ratio:5.2f}x"
-            )
-    each = ", ".join(f"{name} {full[PG, name] / full[SQLITE, name]:.2f}x" for name in commands)
-    print(f"  at {rows:,} live rows, PostgreSQL / SQLite: {each}")
-    status_floor(full_sq, statistics.median(samples[f"{SQLITE}|empty|status --json"]))
+        for backend in backends:
+            for build in builds:
+                empty = samples[f"{backend}|empty|{name}{build}"]
+                filled = samples[f"{backend}|full|{name}{build}"]
+                full[backend, name + build] = statistics.median(filled)
+                ratio = statistics.median(filled) / statistics.median(empty)
+                rounds = [f / e for f, e in zip(filled, empty, strict=True)]
+                print(
+                    f"  {name + build:23s} {backend:10s} {spread(empty):>20s} "
+                    f"{spread(filled):>24s}  {ratio:5.2f}x ({spread(rounds, 2)})"
+                )
+            if args.before:
+                now = samples[f"{backend}|full|{name}"]
+                then = samples[f"{backend}|full|{name} before"]
+                gain = [a / b for a, b in zip(now, then, strict=True)]
+                print(
+                    f"  {name:23s} {backend:10s} at {rows:,} live, this build / before, per "
+                    f"round: {spread(gain, 2)}"
+                )
+    if len(backends) == 2:
+        each = ", ".join(f"{name} {full[PG, name] / full[SQLITE, name]:.2f}x" for name in commands)
+        print(f"  at {rows:,} live rows, PostgreSQL / SQLite: {each}")
+    if SQLITE in backends and "status --json" in commands:
+        status_floor(full_sq, statistics.median(samples[f"{SQLITE}|empty|status --json"]))
+    if PG in backends and "status --json" in commands:
+        pg_status_floor(
+            team, full_db, statistics.median(samples[f"{PG}|empty|status --json"]), rows
+        )
 
 
 def check_totals(home: Path) -> None:
@@ -824,6 +864,51 @@ def status_floor(home: Path, empty_ms: float, tries: int = 5) -> None:
         f"  status --json floor on {SQLITE}: empty {empty_ms:.0f} ms + SQLite building the "
         f"rows' JSON ({size / 1e6:.0f} MB) {spread(built)} + writing it {spread(written)} = "
         f"{floor:.0f} ms, {floor / empty_ms:.2f}x of empty"
+    )
+
+
+def pg_status_floor(team: Team, db: str, empty_ms: float, rows: int, tries: int = 3) -> None:
+    """What `status --json` on PostgreSQL cannot go under while the text stays the Python
+    path's (drivers.ledger.store._listed_json: PostgreSQL's own JSON writes other spacing,
+    key order and escapes): an empty ledger's command, plus the listing's query fetched by
+    psycopg, plus each row's JSON columns decoded (msgspec, json.loads where it refuses) and
+    its object encoded by Python's json (its C encoder), plus writing that many bytes (into
+    /dev/null)."""
+    from drivers.ledger import store as S
+
+    sql = (
+        f"SELECT {S.LISTED_COLUMNS} FROM allocations WHERE status IN {S.NOT_ENDED_SQL} "
+        "ORDER BY created"
+    )
+    fetched: list[float] = []
+    built: list[float] = []
+    written: list[float] = []
+    size = 0
+    with (
+        team.cluster.connect(db, options="-c search_path=shoal") as conn,
+        open(os.devnull, "w") as sink,
+    ):
+        for _ in range(tries):
+            began = time.perf_counter()
+            found = conn.execute(sql).fetchall()
+            fetched.append((time.perf_counter() - began) * 1000)
+            began = time.perf_counter()
+            texts = S._listed_texts(found)  # what the listing runs
+            built.append((time.perf_counter() - began) * 1000)
+            began = time.perf_counter()
+            sink.write(",\n".join(texts))
+            sink.flush()
+            written.append((time.perf_counter() - began) * 1000)
+            size = sum(len(text) for text in texts)
+    if len(found) != rows:
+        raise SystemExit(f"{PG}: {len(found)} rows listed, not {rows}")
+    floor = empty_ms + statistics.median(fetched) + statistics.median(built)
+    floor += statistics.median(written)
+    print(
+        f"  status --json floor on {PG}: empty {empty_ms:.0f} ms + fetching the rows "
+        f"{spread(fetched)} + decoding and encoding them in Python ({size / 1e6:.0f} MB) "
+        f"{spread(built)} + writing it {spread(written)} = {floor:.0f} ms, "
+        f"{floor / empty_ms:.2f}x of empty"
     )
 
 
@@ -966,6 +1051,9 @@ def options() -> argparse.Namespace:
     parser.add_argument("--cycles", type=int, help="cycles per client per round (3; --quick 1)")
     parser.add_argument("--inproc-cycles", type=int, help="per worker per round (100; --quick 10)")
     parser.add_argument("--wake-rounds", type=int, help="wake-up rounds (20; --quick 5)")
+    parser.add_argument("--before", metavar="SHOAL", help="big: another build's shoal, timed alike")
+    parser.add_argument("--big-backends", default=f"{SQLITE},{PG}", help=f"big: of {SQLITE},{PG}")
+    parser.add_argument("--big-commands", default="status,dry-run", help="big: of status,dry-run")
     args = parser.parse_args()
     defaults = {
         "runs": (20, 3),
@@ -984,6 +1072,10 @@ def options() -> argparse.Namespace:
     unknown = set(args.parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown parts {', '.join(sorted(unknown))}; known: {', '.join(PARTS)}")
+    args.big_backends = [b.strip() for b in args.big_backends.split(",") if b.strip()]
+    args.big_commands = [c.strip() for c in args.big_commands.split(",") if c.strip()]
+    if set(args.big_backends) - {SQLITE, PG} or set(args.big_commands) - {"status", "dry-run"}:
+        parser.error("--big-backends: of SQLite,PostgreSQL; --big-commands: of status,dry-run")
     args.clients = sorted({int(n) for n in args.clients.split(",")})
     if min(args.clients) < 1:
         parser.error("--clients: at least 1")

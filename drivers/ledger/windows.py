@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from drivers.ledger.db import LedgerDb
 from drivers.ledger.rows import (
     ALLOCATING,
     FREED,
@@ -73,6 +74,47 @@ class LedgerWindows(LedgerStore):
 
     # -- windows -------------------------------------------------------------------------
 
+    def node_usage(self, remote_driver: str | None = None) -> Resources:
+        """What a pool's holding rows hold now. On a team ledger from the same grouped read
+        as `_spans` (`_held`): a dry run then scans the holding rows once, not twice."""
+        if not self.team:
+            return super().node_usage(remote_driver)
+        from drivers.spec.types import Resources
+
+        groups = self._db.read(lambda conn: self._held(conn, remote_driver))
+        if not groups:
+            return Resources()
+        return Resources(
+            cpu=sum(g[1] for g in groups),
+            ram=sum(g[2] for g in groups),
+            multitenancy=bool(min(g[4] for g in groups)),
+            cpu_overbook=bool(min(g[5] for g in groups)),
+            ram_overbook=bool(min(g[6] for g in groups)),
+        )
+
+    def _held(self, conn: Conn, remote_driver: str | None) -> list[tuple[Any, ...]]:
+        """The holding rows of a pool by expiry: (expires, cpu, ram, count, multitenancy,
+        cpu_overbook, ram_overbook, first id), each flag the least of its rows'. SQLite's from
+        its running totals; a team ledger's by `PgLedgerDb.kept`, so the command's next read
+        of them (a dry run's usage, then its fit) is one lookup while nothing was written."""
+        scope = self._scope(remote_driver)
+        args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
+        if self._db.has(TOTALS):  # ('' is no expiry)
+            return conn.execute(
+                "SELECT NULLIF(expires, ''), SUM(cpu), SUM(ram), SUM(n), MIN(shared = n), "
+                f"MIN(cpu_ob = n), MIN(ram_ob = n), MIN(first) FROM {TOTALS} WHERE {scope} "
+                "GROUP BY expires",
+                args,
+            ).fetchall()
+        held = (
+            "SELECT expires, SUM(cpu), SUM(ram), COUNT(*), MIN(multitenancy), "
+            "MIN(cpu_overbook), MIN(ram_overbook), MIN(id) FROM allocations "
+            f"WHERE {HOLDS_SQL} AND {scope} GROUP BY expires"
+        )
+        if isinstance(self._db, LedgerDb):
+            return conn.execute(held, args).fetchall()
+        return self._db.kept(conn, held, args)
+
     def _spans(self, conn: Conn, remote_driver: str | None, now: datetime) -> list[Span]:
         """What holds capacity of this scope over time: allocations from now until their
         expiry (overdue or without one: until freed), reservations over their windows."""
@@ -81,18 +123,9 @@ class LedgerWindows(LedgerStore):
         scope = self._scope(remote_driver)
         args: tuple[Any, ...] = () if remote_driver is None else (remote_driver,)
         spans: list[Span] = []
-        held = (
-            "SELECT expires, SUM(cpu), SUM(ram), COUNT(*), MIN(multitenancy), "
-            "MIN(cpu_overbook), MIN(ram_overbook), MIN(id) FROM allocations "
-            f"WHERE {HOLDS_SQL} AND {scope} GROUP BY expires"
-        )
-        if self._db.has(TOTALS):  # the same from the running totals ('' is no expiry)
-            held = (
-                "SELECT NULLIF(expires, ''), SUM(cpu), SUM(ram), SUM(n), MIN(shared = n), "
-                f"MIN(cpu_ob = n), MIN(ram_ob = n), MIN(first) FROM {TOTALS} WHERE {scope} "
-                "GROUP BY expires"
-            )
-        for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in conn.execute(held, args):
+        for expires, cpu, ram, count, multi, cpu_ob, ram_ob, first in self._held(
+            conn, remote_driver
+        ):
             end = unstamp(expires) if expires else None
             spans.append(
                 Span(
