@@ -49,15 +49,25 @@ def field(
     return dataclasses.field(default=default, metadata=meta)
 
 
-@dataclasses.dataclass(frozen=True)
 class _FieldInfo:
-    name: str
-    wire: str
-    omitempty: bool
-    hint: Any
-    required: bool
-    nullable: bool  # a Go pointer: omitempty drops only nil, never a zero value
-    also: tuple[str, ...] = ()
+    """A field's wire facts. A plain class: a frozen dataclass costs ~1 ms to build at
+    import, in every command that imports the models."""
+
+    __slots__ = ("also", "hint", "name", "nullable", "omitempty", "required", "wire")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        wire: str,
+        omitempty: bool,
+        hint: Any,
+        required: bool,
+        nullable: bool,  # a Go pointer: omitempty drops only nil, never a zero value
+        also: tuple[str, ...] = (),
+    ) -> None:
+        self.name, self.wire, self.omitempty, self.hint = name, wire, omitempty, hint
+        self.required, self.nullable, self.also = required, nullable, also
 
 
 @functools.cache
@@ -105,18 +115,60 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Values JSON takes as they are: to_wire returns them unchanged, so a container's members of
+# these exact types are copied without a call (subclasses, such as a str enum, take the
+# general path, which also returns them unchanged).
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+# A dataclass's plan: (attribute, wire name, omitempty, nullable, also) per field on the wire.
+_Plan = tuple[tuple[str, str, bool, bool, tuple[str, ...]], ...]
+# By exact type: the plan, or None for a type that is not a dataclass (general path).
+_PLANS: dict[type, _Plan | None] = {}
+
+
+def _plan(kind: type) -> _Plan | None:
+    plan: _Plan | None = None
+    if dataclasses.is_dataclass(kind) and not issubclass(kind, type):
+        plan = tuple((i.name, i.wire, i.omitempty, i.nullable, i.also) for i in _fields(kind))
+    _PLANS[kind] = plan
+    return plan
+
+
 def to_wire(obj: Any) -> Any:
-    """Turn a model (or nested containers of models) into JSON-ready values."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {}
-        for info in _fields(type(obj)):
-            value = getattr(obj, info.name)
-            if info.omitempty and (value is None if info.nullable else _is_empty(value)):
-                continue
-            out[info.wire] = to_wire(value)
-            for name in info.also:
-                out[name] = out[info.wire]
-        return out
+    """Turn a model (or nested containers of models) into JSON-ready values.
+
+    Dispatched on the exact type, with members of exact JSON types copied in place: a
+    1,000-node cluster's view is ~27,000 values, and a call plus `is_dataclass` for each was
+    ~80% of the walk. Any other type takes `_to_wire`, the rules in their plain order."""
+    kind = type(obj)
+    if kind in _ATOMS:
+        return obj
+    if kind is dict:
+        return {
+            (k if type(k) is str else str(k)): (v if type(v) in _ATOMS else to_wire(v))
+            for k, v in obj.items()
+        }
+    if kind is list or kind is tuple:
+        return [v if type(v) in _ATOMS else to_wire(v) for v in obj]
+    plan = _PLANS[kind] if kind in _PLANS else _plan(kind)
+    if plan is None:
+        return _to_wire(obj)
+    out: dict[str, Any] = {}
+    for name, wire, omitempty, nullable, also in plan:
+        value = getattr(obj, name)
+        if omitempty and (value is None if nullable else _is_empty(value)):
+            continue
+        encoded = value if type(value) in _ATOMS else to_wire(value)
+        out[wire] = encoded
+        for other in also:
+            out[other] = encoded
+    return out
+
+
+def _to_wire(obj: Any) -> Any:
+    """`to_wire` of a value that is not an exact dict, list, tuple or JSON atom, nor a
+    dataclass instance (planned or not, `_plan` asks `is_dataclass` as the rules did):
+    subclasses of the containers, times, anything else as it is."""
     if isinstance(obj, dict):
         return {str(k): to_wire(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

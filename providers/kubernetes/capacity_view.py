@@ -45,6 +45,25 @@ def _value(key: Key, millis: int) -> str:
     return fmt_ratio(millis, _GIB_MILLI if key[0] == "memory" else 1000)
 
 
+class _Texts(dict[tuple[bool, int], str]):
+    """`_value`'s answers within one view: a cluster's nodes repeat a few shapes, so most
+    of its ~6,000 figures at 1,000 nodes are ones already written."""
+
+    def of(self, key: Key, millis: int) -> str:
+        memory = key[0] == "memory"
+        found = self.get((memory, millis))
+        if found is None:
+            found = self[memory, millis] = fmt_ratio(millis, _GIB_MILLI if memory else 1000)
+        return found
+
+
+def _free(node: Node) -> dict[Key, int]:
+    """What the node has left of each resource it offers, never below zero: computed once
+    a node, for each group it is summed into."""
+    allocated = node.allocated
+    return {key: max(0, v - allocated.get(key, 0)) for key, v in node.supply.items()}
+
+
 class _Totals:
     """Integer sums over a group of nodes of one capacity class."""
 
@@ -60,19 +79,20 @@ class _Totals:
         self.busy: dict[str, int] = {}
         self.nodes = 0
 
-    def add(self, node: Node) -> None:
+    def add(self, node: Node, free: dict[Key, int]) -> None:
+        """Add a node and what it has left (`_free`)."""
         self.nodes += 1
+        supply, total_free, allocated = self.supply, self.free, self.allocated
         for key, v in node.supply.items():
-            self.supply[key] = self.supply.get(key, 0) + v
-            left = max(0, v - node.allocated.get(key, 0))
-            self.free[key] = self.free.get(key, 0) + left
+            supply[key] = supply.get(key, 0) + v
+            total_free[key] = total_free.get(key, 0) + free[key]
         for key, v in node.allocated.items():
-            self.allocated[key] = self.allocated.get(key, 0) + v
+            allocated[key] = allocated.get(key, 0) + v
         itype = node.instance_type
         self.instances[itype] = self.instances.get(itype, 0) + 1
         self.busy[itype] = self.busy.get(itype, 0) + (1 if node.busy > 0 else 0)
 
-    def item(self) -> ResourceStatItem:
+    def item(self, texts: _Texts) -> ResourceStatItem:
         supply: ResourceItem = {}
         allocated: ResourceItem = {}
         allocatable: ResourceItem = {}
@@ -80,10 +100,10 @@ class _Totals:
             rtype, name = key
             have = self.supply.get(key)
             used = max(0, self.allocated.get(key, 0))
-            allocated.setdefault(rtype, {})[name] = _value(key, used)
+            allocated.setdefault(rtype, {})[name] = texts.of(key, used)
             if have is not None:
-                supply.setdefault(rtype, {})[name] = _value(key, have)
-                allocatable.setdefault(rtype, {})[name] = _value(key, self.free[key])
+                supply.setdefault(rtype, {})[name] = texts.of(key, have)
+                allocatable.setdefault(rtype, {})[name] = texts.of(key, self.free[key])
         if self.instances:
             supply["instance"] = {}
             allocated["instance"] = {}
@@ -96,37 +116,44 @@ class _Totals:
         return ResourceStatItem(allocated=allocated, supply=supply, allocatable=allocatable)
 
 
-def _stat(nodes: Iterable[Node]) -> ResourceStat:
+def _stat(nodes: Iterable[tuple[Node, dict[Key, int]]], texts: _Texts) -> ResourceStat:
     spot, on_demand = _Totals(), _Totals()
-    for node in nodes:
-        (spot if node.spot else on_demand).add(node)
+    for node, free in nodes:
+        (spot if node.spot else on_demand).add(node, free)
     return ResourceStat(
-        on_demand=on_demand.item() if on_demand.nodes else None,
-        spot=spot.item() if spot.nodes else None,
+        on_demand=on_demand.item(texts) if on_demand.nodes else None,
+        spot=spot.item(texts) if spot.nodes else None,
     )
 
 
 def view(nodes: dict[str, Node], rules: PoolRules, region_name: str) -> Resource:
     """The nodes as they are charged now: by pool, down to each node, and by each
     breakdown label."""
-    pools: dict[tuple[str, str], list[Node]] = {}
-    for node in nodes.values():
-        pools.setdefault((node.pool, node.pool_key), []).append(node)
+    texts = _Texts()
+    every = [(node, _free(node)) for node in nodes.values()]
+    pools: dict[tuple[str, str], list[tuple[Node, dict[Key, int]]]] = {}
+    for m in every:
+        pools.setdefault((m[0].pool, m[0].pool_key), []).append(m)
     overview = []
-    for (pool, pool_key), members in sorted(pools.items()):
-        members.sort(key=lambda n: n.name)
-        children = [RegionResourceItem(key="node", value=n.name, stat=_stat((n,))) for n in members]
+    for (pool, pool_key), members in sorted(pools.items(), key=lambda kv: kv[0]):
+        members.sort(key=lambda m: m[0].name)
+        children = [
+            RegionResourceItem(key="node", value=m[0].name, stat=_stat((m,), texts))
+            for m in members
+        ]
         overview.append(
-            RegionResourceItem(next_level=children, key=pool_key, value=pool, stat=_stat(members))
+            RegionResourceItem(
+                next_level=children, key=pool_key, value=pool, stat=_stat(members, texts)
+            )
         )
     breakdown: dict[str, list[RegionResourceItem]] = {}
     for label in rules.breakdown_labels:
-        groups: dict[str, list[Node]] = {}
-        for node in nodes.values():
-            groups.setdefault(node.labels.get(label, ""), []).append(node)
+        groups: dict[str, list[tuple[Node, dict[Key, int]]]] = {}
+        for m in every:
+            groups.setdefault(m[0].labels.get(label, ""), []).append(m)
         breakdown[label] = [
-            RegionResourceItem(key=label, value=value, stat=_stat(members))
-            for value, members in sorted(groups.items())
+            RegionResourceItem(key=label, value=value, stat=_stat(members, texts))
+            for value, members in sorted(groups.items(), key=lambda kv: kv[0])
         ]
     return Resource(
         region=RegionSpec(name=region_name),
@@ -134,7 +161,6 @@ def view(nodes: dict[str, Node], rules: PoolRules, region_name: str) -> Resource
         breakdown=breakdown,
         provider=PROVIDER,
     )
-
 
 
 def overcommitted(nodes: Iterable[Node]) -> list[Overcommit]:
@@ -164,4 +190,3 @@ def overcommit_message(found: list[Overcommit], shown: int = 10) -> str:
         f"{len(found)} node(s) overcommitted (pods hold more than the node offers; "
         f"allocatable shown as 0): {named}{more}"
     )
-

@@ -219,11 +219,21 @@ def test_a_pod_of_unexpected_shape_where_the_arithmetic_reads_through_get() -> N
         "{}",
         "null",
         '""',
+        '{"kubernetes.io/config.mirror": null}',  # there, with no value: still a mirror pod
+        '{"a": 1, "kubernetes.io/config.mirror": null, "b": [2]}',
+        '{"x": {"kubernetes.io/config.mirror": "x"}}',  # a nested key: not the pod's
+        '{"kubernetes.io/config.mirror\\u0000": "x"}',  # a longer key
+        '{"kubernetes.io/config.mirror": "x", "kubernetes.io/config.mirror": null}',  # twice
+        '[{"kubernetes.io/config.mirror": "x"}]',  # a list of objects: no element equals it
+        "[]",
+        "false",
+        "0",
     ],
 )
 def test_a_mirror_pod_is_told_from_its_annotations_as_they_are_written(annotations: str) -> None:
-    """The annotations stay JSON until asked; every way of writing the mirror key (escapes
-    included) gives the answer the decoded object gives."""
+    """Only the mirror key of the annotations is read; every way of writing it (escapes
+    included, with any value, null too) gives the answer the decoded object gives, and
+    annotations of any other shape are asked as the dict code asks them."""
     obj = pod("m", "n", annotations={"PLACEHOLDER": ""})
     text = page([obj]).decode().replace('{"PLACEHOLDER": ""}', annotations)
     # the standard reading, as a dict, against the typed one
